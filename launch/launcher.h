@@ -1,0 +1,47 @@
+// megacpp-run: a torchrun-like process spawner (POSIX + C++17 only, no libtorch).
+//
+//   megacpp-run [options] PROGRAM [ARGS...]
+//
+// Starts --nproc-per-node copies of PROGRAM with the torchrun environment
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,
+// MASTER_ADDR, MASTER_PORT), prefixes their output with "[rank<R>]: " and tears
+// every rank down as soon as one fails or the launcher is interrupted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace megacpp::launch {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;  // 0: pick a free local port (single node only)
+  int grace_seconds = 5;    // SIGTERM -> SIGKILL delay during teardown
+  bool help = false;        // -h/--help seen; `command` may then be empty
+  std::vector<std::string> command;  // PROGRAM followed by its arguments
+};
+
+// Parses the launcher's arguments (without argv[0]). Throws
+// std::invalid_argument naming the offending flag on bad input.
+LaunchOptions parse_launch_options(const std::vector<std::string>& args);
+LaunchOptions parse_launch_options(int argc, const char* const* argv);
+
+// Cross-field checks (also run by parse_launch_options unless help is set).
+// Throws std::invalid_argument.
+void validate_launch_options(const LaunchOptions& opts);
+
+// The --help text.
+std::string launch_usage();
+
+// Binds 127.0.0.1:0, reads the kernel-chosen port and closes the socket.
+// Throws std::runtime_error on failure.
+int pick_free_port();
+
+// Spawns and supervises the ranks. Returns 0 if every rank exited 0, 1 if a
+// rank failed, 128+N if the launcher received signal N (SIGINT/SIGTERM).
+int run_launcher(const LaunchOptions& opts);
+
+}  // namespace megacpp::launch

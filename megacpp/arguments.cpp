@@ -1,0 +1,156 @@
+#include "megacpp/arguments.h"
+
+#include <iostream>
+#include <stdexcept>
+
+#include <cxxopts.hpp>
+
+namespace megacpp {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+cxxopts::Options make_options() {
+  cxxopts::Options o("megacpp-train", "Train a transformer language model with FSDP2 (Megatron-style flags)");
+  o.add_options("model")
+      ("model-type", "registered model to build", cxxopts::value<std::string>()->default_value("llama"))
+      ("num-layers", "transformer layers", cxxopts::value<int64_t>()->default_value("2"))
+      ("hidden-size", "hidden size", cxxopts::value<int64_t>()->default_value("64"))
+      ("ffn-hidden-size", "MLP hidden size (default 4 x hidden)", cxxopts::value<int64_t>()->default_value("0"))
+      ("num-attention-heads", "attention heads", cxxopts::value<int64_t>()->default_value("4"))
+      ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<int64_t>()->default_value("0"))
+      ("seq-length", "tokens per sample", cxxopts::value<int64_t>()->default_value("128"))
+      ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<int64_t>()->default_value("0"))
+      ("vocab-size", "vocabulary size", cxxopts::value<int64_t>()->default_value("256"))
+      ("norm-epsilon", "RMSNorm epsilon", cxxopts::value<double>()->default_value("1e-5"))
+      ("rotary-base", "rotary embedding base", cxxopts::value<double>()->default_value("10000"))
+      ("init-method-std", "std of normal weight init", cxxopts::value<double>()->default_value("0.02"))
+      ("untie-embeddings-and-output-weights", "separate output layer weights");
+  o.add_options("training")
+      ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<int64_t>()->default_value("1"))
+      ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<int64_t>()->default_value("0"))
+      ("train-iters", "iterations to train", cxxopts::value<int64_t>()->default_value("10"))
+      ("lr", "peak learning rate", cxxopts::value<double>()->default_value("1e-4"))
+      ("min-lr", "final learning rate", cxxopts::value<double>()->default_value("0"))
+      ("lr-warmup-iters", "linear warmup iterations", cxxopts::value<int64_t>()->default_value("0"))
+      ("lr-decay-iters", "decay iterations (default: train iters)", cxxopts::value<int64_t>()->default_value("0"))
+      ("lr-decay-style", "constant, linear or cosine", cxxopts::value<std::string>()->default_value("cosine"))
+      ("weight-decay", "AdamW weight decay (not applied to 1-D params)", cxxopts::value<double>()->default_value("0.01"))
+      ("adam-beta1", "AdamW beta1", cxxopts::value<double>()->default_value("0.9"))
+      ("adam-beta2", "AdamW beta2", cxxopts::value<double>()->default_value("0.999"))
+      ("adam-eps", "AdamW epsilon", cxxopts::value<double>()->default_value("1e-8"))
+      ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<double>()->default_value("1.0"))
+      ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1234"))
+      ("mock-data", "synthetic token batches that depend only on the seed and sample index")
+      ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)");
+  o.add_options("parallel")
+      ("use-torch-fsdp2", "shard parameters, gradients and optimizer state with FSDP2")
+      ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
+      ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
+      ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<int>()->default_value("10"));
+  o.add_options("logging")
+      ("log-interval", "iterations between log lines", cxxopts::value<int64_t>()->default_value("100"))
+      ("dump-final-params", "after training, write the gathered fp32 parameters to this file (torch archive)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("h,help", "print this help");
+  return o;
+}
+
+void validate(const TrainingArguments& a) {
+  a.model.validate();
+  require(a.seq_length > 0, "--seq-length must be positive");
+  require(a.model.max_position_embeddings >= a.seq_length,
+          "--max-position-embeddings (" + std::to_string(a.model.max_position_embeddings) +
+              ") must be >= --seq-length (" + std::to_string(a.seq_length) + ")");
+  require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
+  require(a.global_batch_size >= 0, "--global-batch-size must be positive");
+  require(a.train_iters > 0, "--train-iters must be positive");
+  require(a.lr >= 0 && a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be in [0, --lr]");
+  require(a.lr_warmup_iters >= 0, "--lr-warmup-iters must be >= 0");
+  require(a.lr_decay_iters >= 0, "--lr-decay-iters must be >= 0");
+  require(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" || a.lr_decay_style == "cosine",
+          "--lr-decay-style must be constant, linear or cosine (got '" + a.lr_decay_style + "')");
+  require(a.weight_decay >= 0, "--weight-decay must be >= 0");
+  require(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1)");
+  require(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1)");
+  require(a.adam_eps > 0, "--adam-eps must be positive");
+  require(a.clip_grad >= 0, "--clip-grad must be >= 0");
+  require(a.log_interval > 0, "--log-interval must be positive");
+  require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
+  require(a.init_method_std > 0, "--init-method-std must be positive");
+  require(a.mock_data, "no training data: pass --mock-data (real datasets are not supported yet)");
+  require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
+  require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
+  require(!a.bf16 || a.use_torch_fsdp2,
+          "--bf16 needs --use-torch-fsdp2 (mixed precision is done by the FSDP2 engine, also on one rank)");
+}
+
+}  // namespace
+
+TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
+  cxxopts::Options options = make_options();
+  cxxopts::ParseResult r;
+  try {
+    r = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw std::invalid_argument(e.what());
+  }
+  if (!r.unmatched().empty()) throw std::invalid_argument("unexpected argument '" + r.unmatched().front() + "'");
+  if (help) *help = r.count("help") > 0;
+  if (r.count("help")) {
+    std::cout << options.help() << std::endl;
+    return {};
+  }
+  TrainingArguments a;
+  a.model_type = r["model-type"].as<std::string>();
+  a.model.num_layers = r["num-layers"].as<int64_t>();
+  a.model.hidden_size = r["hidden-size"].as<int64_t>();
+  a.model.ffn_hidden_size = r["ffn-hidden-size"].as<int64_t>();
+  a.model.num_attention_heads = r["num-attention-heads"].as<int64_t>();
+  a.model.num_query_groups = r["num-query-groups"].as<int64_t>();
+  a.model.vocab_size = r["vocab-size"].as<int64_t>();
+  a.model.norm_epsilon = r["norm-epsilon"].as<double>();
+  a.model.rotary_base = r["rotary-base"].as<double>();
+  a.model.tie_embeddings = r.count("untie-embeddings-and-output-weights") == 0;
+  a.seq_length = r["seq-length"].as<int64_t>();
+  a.model.max_position_embeddings = r["max-position-embeddings"].as<int64_t>();
+  if (a.model.max_position_embeddings == 0) a.model.max_position_embeddings = a.seq_length;
+  a.init_method_std = r["init-method-std"].as<double>();
+  a.micro_batch_size = r["micro-batch-size"].as<int64_t>();
+  a.global_batch_size = r["global-batch-size"].as<int64_t>();
+  a.train_iters = r["train-iters"].as<int64_t>();
+  a.lr = r["lr"].as<double>();
+  a.min_lr = r["min-lr"].as<double>();
+  a.lr_warmup_iters = r["lr-warmup-iters"].as<int64_t>();
+  a.lr_decay_iters = r["lr-decay-iters"].as<int64_t>();
+  a.lr_decay_style = r["lr-decay-style"].as<std::string>();
+  a.weight_decay = r["weight-decay"].as<double>();
+  a.adam_beta1 = r["adam-beta1"].as<double>();
+  a.adam_beta2 = r["adam-beta2"].as<double>();
+  a.adam_eps = r["adam-eps"].as<double>();
+  a.clip_grad = r["clip-grad"].as<double>();
+  a.seed = r["seed"].as<uint64_t>();
+  a.mock_data = r.count("mock-data") > 0;
+  a.bf16 = r.count("bf16") > 0;
+  a.use_torch_fsdp2 = r.count("use-torch-fsdp2") > 0;
+  a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
+  a.init_model_with_meta_device = r.count("init-model-with-meta-device") > 0;
+  a.distributed_timeout_minutes = r["distributed-timeout-minutes"].as<int>();
+  a.log_interval = r["log-interval"].as<int64_t>();
+  a.dump_final_params = r["dump-final-params"].as<std::string>();
+  validate(a);
+  return a;
+}
+
+int64_t gradient_accumulation_steps(const TrainingArguments& args, int data_parallel_size) {
+  const int64_t per_step = args.micro_batch_size * data_parallel_size;
+  const int64_t global = args.global_batch_size > 0 ? args.global_batch_size : per_step;
+  require(global % per_step == 0,
+          "--global-batch-size (" + std::to_string(global) + ") must be divisible by --micro-batch-size (" +
+              std::to_string(args.micro_batch_size) + ") x data-parallel size (" + std::to_string(data_parallel_size) + ")");
+  return global / per_step;
+}
+
+}  // namespace megacpp

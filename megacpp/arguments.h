@@ -1,0 +1,55 @@
+// megacpp-train's command line: Megatron-style flags parsed into one validated struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/llama/llama_config.h"
+
+namespace megacpp {
+
+struct TrainingArguments {
+  // model
+  std::string model_type = "llama";
+  models::LlamaConfig model;
+  int64_t seq_length = 128;
+  double init_method_std = 0.02;
+  // batch and schedule
+  int64_t micro_batch_size = 1;
+  int64_t global_batch_size = 0;  // 0: micro batch x data-parallel size
+  int64_t train_iters = 10;
+  double lr = 1e-4;
+  double min_lr = 0.0;
+  int64_t lr_warmup_iters = 0;
+  int64_t lr_decay_iters = 0;  // 0: train_iters
+  std::string lr_decay_style = "cosine";
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;
+  // data
+  bool mock_data = false;
+  uint64_t seed = 1234;
+  // precision and parallelism
+  bool bf16 = false;
+  bool use_torch_fsdp2 = false;
+  std::string fsdp2_config_path;
+  bool init_model_with_meta_device = false;
+  int distributed_timeout_minutes = 10;
+  // logging and outputs
+  int64_t log_interval = 100;
+  std::string dump_final_params;
+};
+
+// Parses argv (argv[0] is the program). Throws std::invalid_argument naming the flag for an
+// unknown flag, a malformed value or an inconsistent combination. `help` is set and usage
+// printed to stdout for --help.
+TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help = nullptr);
+
+// Checks that need the world size: the batch arithmetic. Returns the number of micro-batches
+// accumulated per iteration.
+int64_t gradient_accumulation_steps(const TrainingArguments& args, int data_parallel_size);
+
+}  // namespace megacpp

@@ -1,0 +1,3 @@
+// Precompiled header: the libtorch headers almost every translation unit needs.
+#pragma once
+#include <torch/torch.h>

@@ -1,0 +1,111 @@
+#include "models/fsdp2_mixin.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <spdlog/fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "models/module_path.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "parallel/recompute.h"
+
+namespace megacpp::models {
+namespace {
+
+void post_order(torch::nn::Module& module, const std::string& path, std::vector<std::string>& out) {
+  for (auto& child : module.named_children()) {
+    post_order(*child.value(), path.empty() ? child.key() : path + "." + child.key(), out);
+  }
+  out.push_back(path);
+}
+
+// `paths` restricted to those in `matched`, in the order of `order`.
+std::vector<std::string> ordered(const std::vector<std::string>& order, const std::vector<std::string>& matched) {
+  std::vector<std::string> out;
+  for (auto& p : order) {
+    if (std::find(matched.begin(), matched.end(), p) != matched.end()) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+parallel::Module& FSDP2Mixin::self_module() {
+  auto* module = dynamic_cast<parallel::Module*>(this);
+  if (!module) throw std::logic_error("FSDP2Mixin must be mixed into a parallel::Module");
+  return *module;
+}
+
+parallel::Module& FSDP2Mixin::module_at(const std::string& path) {
+  parallel::Module& root = self_module();
+  if (path.empty()) return root;
+  for (auto& [p, m] : parallel::named_hookable_modules(root)) {
+    if (p == path) return *m;
+  }
+  throw std::invalid_argument("module '" + path + "' is not a megacpp parallel::Module and cannot be wrapped");
+}
+
+ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device) {
+  parallel::Module& root = self_module();
+  std::vector<std::string> order;
+  post_order(root, "", order);
+
+  ShardingPlan plan;
+  plan.mesh = &mesh;
+  plan.options.reshard_after_forward = config.reshard_after_forward;
+  plan.options.mixed_precision = {config.param_dtype, config.reduce_dtype, config.output_dtype,
+                                  config.cast_forward_inputs};
+  plan.options.device = device;
+  plan.wrap_paths = ordered(order, match_module_paths(root, config.sub_modules_to_wrap, "sub_modules_to_wrap"));
+  plan.wrap_paths.erase(std::remove(plan.wrap_paths.begin(), plan.wrap_paths.end(), ""), plan.wrap_paths.end());
+  plan.recompute_paths = match_module_paths(root, config.recompute_modules, "recompute_modules");
+  for (auto& path : match_module_paths(root, config.ignored_modules, "ignored_modules")) {
+    auto& module = *root.named_modules("", true)[path];
+    for (auto& p : module.parameters(/*recurse=*/true)) plan.options.ignored_params.push_back(p);
+  }
+  spdlog::info("fsdp2: mesh {} | wrap {} module(s) | recompute {} | ignored params {}", mesh.describe(),
+               plan.wrap_paths.size(), plan.recompute_paths.size(), plan.options.ignored_params.size());
+  return plan;
+}
+
+void FSDP2Mixin::_fully_shard(const ShardingPlan& plan) {
+  for (auto& path : plan.recompute_paths) parallel::enable_recompute(module_at(path));
+  if (!plan.recompute_paths.empty()) spdlog::info("fsdp2: recompute on {}", fmt::join(plan.recompute_paths, ", "));
+  for (auto& path : plan.wrap_paths) parallel::fsdp::fully_shard(module_at(path), *plan.mesh, plan.options);
+  parallel::fsdp::fully_shard(self_module(), *plan.mesh, plan.options);
+  spdlog::info("fsdp2: sharded {} group(s) + root", plan.wrap_paths.size());
+}
+
+void FSDP2Mixin::set_prefetch(const FSDP2Config& config) {
+  const auto& paths = plan_.wrap_paths;  // post-order; for a stack of layers this is forward order
+  const int n = static_cast<int>(paths.size());
+  for (int i = 0; i < n; ++i) {
+    std::vector<parallel::Module*> forward, backward;
+    for (int k = 1; k <= config.num_to_forward_prefetch && i + k < n; ++k) forward.push_back(&module_at(paths[i + k]));
+    for (int k = 1; k <= config.num_to_backward_prefetch && i - k >= 0; ++k) backward.push_back(&module_at(paths[i - k]));
+    if (!forward.empty()) parallel::fsdp::set_modules_to_forward_prefetch(module_at(paths[i]), forward);
+    if (!backward.empty()) parallel::fsdp::set_modules_to_backward_prefetch(module_at(paths[i]), backward);
+  }
+  if (config.num_to_forward_prefetch > 0 || config.num_to_backward_prefetch > 0) {
+    spdlog::info("fsdp2: prefetch forward {} / backward {} group(s) ahead", config.num_to_forward_prefetch,
+                 config.num_to_backward_prefetch);
+  }
+}
+
+void FSDP2Mixin::fully_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device,
+                             const std::function<void()>& post_shard_init) {
+  if (config.num_to_forward_prefetch < 0 || config.num_to_backward_prefetch < 0) {
+    throw std::invalid_argument("num_to_forward_prefetch / num_to_backward_prefetch must be >= 0");
+  }
+  plan_ = pre_shard(mesh, config, device);
+  _fully_shard(plan_);
+  set_prefetch(config);
+  if (post_shard_init) {
+    post_shard_init();
+    spdlog::info("fsdp2: initialized weights after sharding");
+  }
+}
+
+}  // namespace megacpp::models

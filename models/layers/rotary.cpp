@@ -1,0 +1,24 @@
+#include "models/layers/rotary.h"
+
+#include <torch/torch.h>
+
+namespace megacpp::models {
+
+at::Tensor RotaryEmbedding::apply(const at::Tensor& x) const {
+  const int64_t seq = x.size(-2);
+  if (!cos_.defined() || cos_.size(0) != seq || cos_.device() != x.device()) {
+    torch::NoGradGuard no_grad;
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
+    at::Tensor inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, f32) / head_dim_);
+    at::Tensor freqs = torch::outer(torch::arange(seq, f32), inv_freq);  // [seq, head_dim / 2]
+    at::Tensor emb = torch::cat({freqs, freqs}, -1);                       // [seq, head_dim]
+    cos_ = emb.cos();
+    sin_ = emb.sin();
+  }
+  at::Tensor cos = cos_.to(x.scalar_type()), sin = sin_.to(x.scalar_type());
+  const int64_t half = head_dim_ / 2;
+  at::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+}  // namespace megacpp::models

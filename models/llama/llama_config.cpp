@@ -1,0 +1,47 @@
+#include "models/llama/llama_config.h"
+
+#include <stdexcept>
+
+namespace megacpp::models {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+}  // namespace
+
+void LlamaConfig::validate() const {
+  require(vocab_size > 0, "--vocab-size must be positive");
+  require(hidden_size > 0, "--hidden-size must be positive");
+  require(num_layers > 0, "--num-layers must be positive");
+  require(num_attention_heads > 0 && hidden_size % num_attention_heads == 0,
+          "--hidden-size (" + std::to_string(hidden_size) + ") must be divisible by --num-attention-heads (" +
+              std::to_string(num_attention_heads) + ")");
+  require(head_dim() % 2 == 0, "--hidden-size / --num-attention-heads must be even for rotary embeddings");
+  require(kv_heads() > 0 && num_attention_heads % kv_heads() == 0,
+          "--num-attention-heads (" + std::to_string(num_attention_heads) +
+              ") must be divisible by --num-query-groups (" + std::to_string(kv_heads()) + ")");
+  require(ffn() > 0, "--ffn-hidden-size must be positive");
+  require(norm_epsilon > 0, "--norm-epsilon must be positive");
+  require(rotary_base > 0, "--rotary-base must be positive");
+}
+
+int64_t LlamaConfig::parameter_count() const {
+  const int64_t h = hidden_size, d = head_dim();
+  const int64_t attention = h * (num_attention_heads * d) * 2 + h * (kv_heads() * d) * 2;
+  const int64_t mlp = 3 * h * ffn();
+  const int64_t layer = attention + mlp + 2 * h;
+  return vocab_size * h * (tie_embeddings ? 1 : 2) + num_layers * layer + h;
+}
+
+double LlamaConfig::flops_per_token(int64_t seq_length) const {
+  const double h = static_cast<double>(hidden_size), d = static_cast<double>(head_dim());
+  const double attention_proj = 2.0 * h * (num_attention_heads * d) * 2 + 2.0 * h * (kv_heads() * d) * 2;
+  const double mlp = 2.0 * 3 * h * ffn();
+  const double scores = 2.0 * 2 * seq_length * num_attention_heads * d;  // QK^T and PV
+  const double logits = 2.0 * h * vocab_size;
+  return 3.0 * (num_layers * (attention_proj + mlp + scores) + logits);
+}
+
+}  // namespace megacpp::models

@@ -1,0 +1,31 @@
+// The shape of a Llama/Qwen-style decoder (Megatron's flag names in comments).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace megacpp::models {
+
+struct LlamaConfig {
+  int64_t vocab_size = 256;               // --vocab-size (or the tokenizer's)
+  int64_t hidden_size = 64;               // --hidden-size
+  int64_t ffn_hidden_size = 0;            // --ffn-hidden-size (0: 4 * hidden_size)
+  int64_t num_layers = 2;                 // --num-layers
+  int64_t num_attention_heads = 4;        // --num-attention-heads
+  int64_t num_query_groups = 0;           // --num-query-groups (0: = heads, i.e. MHA)
+  int64_t max_position_embeddings = 0;    // --max-position-embeddings
+  double rotary_base = 10000.0;           // --rotary-base
+  double norm_epsilon = 1e-5;             // --norm-epsilon
+  bool tie_embeddings = true;             // false with --untie-embeddings-and-output-weights
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // Throws std::invalid_argument naming the Megatron flag that is inconsistent.
+  void validate() const;
+  int64_t parameter_count() const;
+  // Training FLOPs per token (forward + backward = 3x forward matmuls, plus attention).
+  double flops_per_token(int64_t seq_length) const;
+};
+
+}  // namespace megacpp::models

@@ -1,0 +1,57 @@
+#include "models/llama/llama_model.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace megacpp::models {
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options)
+    : parallel::Module("LlamaDecoderLayer") {
+  input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+  self_attn_ = register_module("self_attn", std::make_shared<Attention>(config.hidden_size, config.num_attention_heads,
+                                                                        config.kv_heads(), config.rotary_base, options));
+  post_attention_layernorm_ = register_module("post_attention_layernorm",
+                                              std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+  mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));
+}
+
+at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden) {
+  at::Tensor h = hidden + (*self_attn_)((*input_layernorm_)(hidden));
+  return h + (*mlp_)((*post_attention_layernorm_)(h));
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& options)
+    : LanguageModel("LlamaModel"), config_(config) {
+  config_.validate();
+  embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_layers; ++i) layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, options));
+  norm_ = register_module("norm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+  if (!config.tie_embeddings) {
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, options));
+  }
+}
+
+at::Tensor LlamaModel::forward(const at::Tensor& ids) {
+  at::Tensor h = (*embed_tokens_)(ids);
+  for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(h);
+  h = (*norm_)(h);
+  return lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight());
+}
+
+void LlamaModel::_fully_shard(const ShardingPlan& plan) {
+  if (config_.tie_embeddings) {
+    for (auto& path : plan.wrap_paths) {
+      if (path == "embed_tokens") {
+        throw std::invalid_argument(
+            "sub_modules_to_wrap: 'embed_tokens' cannot be its own group while embeddings and output weights "
+            "are tied (the output layer reads its weight after it would be freed); remove it or pass "
+            "--untie-embeddings-and-output-weights");
+      }
+    }
+  }
+  LanguageModel::_fully_shard(plan);
+}
+
+}  // namespace megacpp::models

@@ -1,0 +1,55 @@
+// A Llama/Qwen2-style decoder whose math matches Hugging Face's LlamaForCausalLM, with HF's
+// module names (embed_tokens, layers.N.{self_attn,mlp,input_layernorm,
+// post_attention_layernorm}, norm, lm_head) so checkpoints map 1:1.
+#pragma once
+
+#include <memory>
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "models/language_model.h"
+#include "models/layers/attention.h"
+#include "models/layers/embedding.h"
+#include "models/layers/mlp.h"
+#include "models/layers/rms_norm.h"
+#include "models/llama/llama_config.h"
+
+namespace megacpp::models {
+
+class LlamaDecoderLayer : public parallel::Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options);
+
+ protected:
+  at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
+
+ private:
+  std::shared_ptr<RMSNorm> input_layernorm_, post_attention_layernorm_;
+  std::shared_ptr<Attention> self_attn_;
+  std::shared_ptr<SwiGLUMLP> mlp_;
+};
+
+class LlamaModel : public LanguageModel {
+ public:
+  // `options` carries the device parameters are created on (torch::kMeta for meta init).
+  LlamaModel(const LlamaConfig& config, const at::TensorOptions& options);
+
+  const LlamaConfig& config() const { return config_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
+
+ protected:
+  at::Tensor forward(const at::Tensor& ids) override;
+  // Tied embeddings: the output layer reads embed_tokens' weight, so embed_tokens must stay in
+  // the root group (gathered for the whole step).
+  void _fully_shard(const ShardingPlan& plan) override;
+
+ private:
+  LlamaConfig config_;
+  std::shared_ptr<Embedding> embed_tokens_;
+  torch::nn::ModuleList layers_;
+  std::shared_ptr<RMSNorm> norm_;
+  std::shared_ptr<Linear> lm_head_;  // null when tied
+};
+
+}  // namespace megacpp::models

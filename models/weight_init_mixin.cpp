@@ -1,0 +1,92 @@
+// Note [Sharding-independent init]
+// Each parameter is generated full-size on the CPU from its own generator, seeded by the
+// run's seed and the parameter's fully-qualified name, and only this rank's rows are kept
+// (parallel::fsdp::copy_full_into_parameter). So the values do not depend on the world size,
+// the mesh, the order modules are visited in, or whether the model was built on the meta
+// device. The cost is one transient full-size copy of the parameter being initialized.
+#include "models/weight_init_mixin.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "models/layers/embedding.h"
+#include "models/layers/linear.h"
+#include "models/layers/rms_norm.h"
+#include "parallel/fsdp/fully_shard.h"
+
+namespace megacpp::models {
+namespace {
+
+uint64_t seed_for(uint64_t seed, const std::string& name) {
+  uint64_t hash = 1469598103934665603ull ^ seed;  // FNV-1a over the name
+  for (unsigned char c : name) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+at::Tensor& parameter(parallel::Module& module, const std::string& name) {
+  at::Tensor* p = module.named_parameters(/*recurse=*/false).find(name);
+  TORCH_CHECK(p, "module '", module.name(), "' has no parameter '", name, "'");
+  return *p;
+}
+
+void post_order(torch::nn::Module& module, const std::string& path,
+                std::vector<std::pair<std::string, torch::nn::Module*>>& out) {
+  for (auto& child : module.named_children()) {
+    post_order(*child.value(), path.empty() ? child.key() : path + "." + child.key(), out);
+  }
+  out.emplace_back(path, &module);
+}
+
+}  // namespace
+
+void WeightInitMixin::fill_normal(parallel::Module& module, const std::string& path, const std::string& name,
+                                  double std, uint64_t seed) {
+  at::Tensor& param = parameter(module, name);
+  const std::string fqn = path.empty() ? name : path + "." + name;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_for(seed, fqn));
+  at::Tensor full = torch::empty(parallel::fsdp::full_shape(param), torch::kFloat);
+  full.normal_(0.0, std, generator);
+  parallel::fsdp::copy_full_into_parameter(param, full);
+}
+
+void WeightInitMixin::fill_constant(parallel::Module& module, const std::string& name, double value) {
+  at::Tensor& param = parameter(module, name);
+  torch::NoGradGuard no_grad;
+  param.fill_(value);  // a constant is the same in every shard
+}
+
+bool WeightInitMixin::init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) {
+  if (auto* linear = dynamic_cast<Linear*>(&module)) {
+    fill_normal(module, path, "weight", std, seed);
+    if (linear->has_bias()) fill_constant(module, "bias", 0.0);
+    return true;
+  }
+  if (dynamic_cast<Embedding*>(&module)) {
+    fill_normal(module, path, "weight", std, seed);
+    return true;
+  }
+  if (dynamic_cast<RMSNorm*>(&module)) {
+    fill_constant(module, "weight", 1.0);
+    return true;
+  }
+  return false;
+}
+
+void WeightInitMixin::init_weights(double std, uint64_t seed) {
+  auto* root = dynamic_cast<torch::nn::Module*>(this);
+  TORCH_CHECK(root, "WeightInitMixin must be mixed into a torch::nn::Module");
+  std::vector<std::pair<std::string, torch::nn::Module*>> modules;
+  post_order(*root, "", modules);
+  for (auto& [path, m] : modules) {
+    auto* module = dynamic_cast<parallel::Module*>(m);
+    if (!module || initialized_.count(module)) continue;
+    if (init_module(path, *module, std, seed)) {
+      initialized_.insert(module);
+    } else if (!module->param_slots().empty()) {
+      throw std::logic_error("init_weights: no initialization rule for module '" + path + "' (" +
+                             module->name() + "); override WeightInitMixin::init_module for it");
+    }
+  }
+}
+
+}  // namespace megacpp::models

@@ -1,0 +1,53 @@
+// The collective layer: every communication of megacpp goes through these functions, on
+// Gloo and NCCL alike. Tensor-level all-gather and reduce-scatter are emulated where Debian's
+// Gloo lacks them (Note [Gloo emulations] in collectives.cpp).
+#pragma once
+
+#include <functional>
+
+#include <ATen/core/Tensor.h>
+
+#include "parallel/group.h"
+
+namespace c10d {
+class Work;
+}
+
+namespace megacpp::parallel {
+
+enum class ReduceOp { kSum, kAvg };
+
+// A collective in flight. wait() blocks until its result is in the output tensor; it is a
+// no-op for collectives that finished synchronously and safe to call twice.
+class PendingCollective {
+ public:
+  PendingCollective() = default;
+  PendingCollective(c10::intrusive_ptr<c10d::Work> work, std::function<void()> finish);
+  void wait();
+  bool pending() const { return static_cast<bool>(work_) || static_cast<bool>(finish_); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::function<void()> finish_;  // local post-processing once the work is done
+};
+
+// output [size * n] <- concatenation of every member's input [n], in group-rank order.
+PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& output,
+                                         const at::Tensor& input);
+
+// output [n] <- reduction over members of their input[rank * n : (rank + 1) * n].
+// input [size * n]. Summation order is the group-rank order on every backend.
+PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& output,
+                                        const at::Tensor& input, ReduceOp op);
+
+// In place over the group.
+PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, ReduceOp op);
+
+// In place: every member receives `root` member's tensor (root is a group rank).
+PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int root);
+
+// output [size * n] block j <- member j's input block `rank`; input [size * n].
+PendingCollective all_to_all_single(const Group& group, const at::Tensor& output,
+                                    const at::Tensor& input);
+
+}  // namespace megacpp::parallel

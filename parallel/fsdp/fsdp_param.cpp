@@ -1,0 +1,141 @@
+#include "parallel/fsdp/fsdp_param.h"
+
+#include <torch/torch.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "parallel/collectives.h"
+#include "parallel/fsdp/storage.h"
+
+namespace megacpp::parallel::fsdp {
+namespace {
+
+// Sharded master -> its FSDPParam, so initialization and checkpoint code can find the shard
+// math for a parameter they only know as a tensor.
+std::mutex registry_mutex;
+std::unordered_map<const c10::TensorImpl*, FSDPParam*>& registry() {
+  static std::unordered_map<const c10::TensorImpl*, FSDPParam*> map;
+  return map;
+}
+
+}  // namespace
+
+FSDPParam* find_fsdp_param(const at::Tensor& tensor) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(tensor.unsafeGetTensorImpl());
+  return it == registry().end() ? nullptr : it->second;
+}
+
+FSDPParam::~FSDPParam() {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  registry().erase(sharded_.unsafeGetTensorImpl());
+}
+
+FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& original,
+                     ShardLayout layout, const Group& shard_group, c10::Device device,
+                     at::ScalarType param_dtype)
+    : fqn_(std::move(fqn)),
+      uses_(std::move(uses)),
+      layout_(std::move(layout)),
+      shard_group_(shard_group),
+      requires_grad_(original.requires_grad()) {
+  torch::NoGradGuard no_grad;
+  auto master_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  if (original.is_meta()) {
+    sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
+    needs_init_ = true;
+  } else {
+    sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
+    load_full(original);
+  }
+  sharded_.set_requires_grad(requires_grad_);
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry()[sharded_.unsafeGetTensorImpl()] = this;
+  }
+
+  std::vector<int64_t> padded_shape = layout_.shape;
+  padded_shape[0] = layout_.world * layout_.chunk_rows;
+  unsharded_padded_ = torch::empty(padded_shape, master_options.dtype(param_dtype));
+  unsharded_writer_ = unsharded_padded_.variable_data();
+  unsharded_ = unsharded_padded_.narrow(0, 0, layout_.rows).detach();
+  unsharded_.set_requires_grad(requires_grad_);
+  free_unsharded();
+  point_modules_at_sharded();
+}
+
+void FSDPParam::copy_shard_to(const at::Tensor& slot) const {
+  const int64_t numel = sharded_.numel();
+  slot.narrow(0, 0, numel).copy_(sharded_.detach().reshape({-1}));
+  if (numel < slot.numel()) slot.narrow(0, numel, slot.numel() - numel).zero_();
+}
+
+void FSDPParam::copy_out(const at::Tensor& gathered, int64_t offset) {
+  const int64_t cols = layout_.padded_numel();
+  allocate_storage(unsharded_writer_, unsharded_writer_.numel() * unsharded_writer_.element_size());
+  unsharded_writer_.view({layout_.world, cols}).copy_(gathered.narrow(1, offset, cols));
+}
+
+void FSDPParam::free_unsharded() { free_storage(unsharded_writer_); }
+
+bool FSDPParam::unsharded_allocated() const { return storage_nbytes(unsharded_writer_) > 0; }
+
+void FSDPParam::point_modules_at_unsharded() {
+  for (auto& use : uses_) use.module->set_compute_tensor(use.name, unsharded_);
+}
+
+void FSDPParam::point_modules_at_sharded() {
+  for (auto& use : uses_) use.module->replace_parameter(use.name, sharded_);
+}
+
+void FSDPParam::pack_gradient(const at::Tensor& columns) {
+  at::Tensor grad = unsharded_.grad();
+  if (!grad.defined()) {
+    columns.zero_();
+    return;
+  }
+  const int64_t padding = columns.numel() - grad.numel();
+  at::Tensor flat = grad.reshape({-1});
+  if (padding > 0) flat = at::constant_pad_nd(flat, {0, padding});
+  columns.copy_(flat.view(columns.sizes()));
+  unsharded_.mutable_grad() = at::Tensor();
+}
+
+void FSDPParam::accumulate_sharded_grad(const at::Tensor& chunk) {
+  const int64_t numel = sharded_.numel();
+  at::Tensor reduced = chunk.narrow(0, 0, numel).view(sharded_.sizes()).to(torch::kFloat);
+  at::Tensor& grad = sharded_.mutable_grad();
+  if (grad.defined()) {
+    grad.add_(reduced);
+  } else {
+    grad = reduced.clone(at::MemoryFormat::Contiguous);
+  }
+}
+
+}  // namespace megacpp::parallel::fsdp
+
+namespace megacpp::parallel::fsdp {
+
+at::Tensor FSDPParam::gather_full() const {
+  torch::NoGradGuard no_grad;
+  auto options = sharded_.options().requires_grad(false);
+  at::Tensor input = torch::empty({layout_.padded_numel()}, options);
+  copy_shard_to(input);
+  at::Tensor output = torch::empty({layout_.world * layout_.padded_numel()}, options);
+  all_gather_into_tensor(shard_group_, output, input).wait();
+  std::vector<int64_t> padded_shape = layout_.shape;
+  padded_shape[0] = layout_.world * layout_.chunk_rows;
+  return output.view(padded_shape).narrow(0, 0, layout_.rows).clone();
+}
+
+void FSDPParam::load_full(const at::Tensor& full) {
+  TORCH_CHECK(full.sizes().vec() == layout_.shape, "parameter '", fqn_, "': expected shape ",
+              c10::IntArrayRef(layout_.shape), ", got ", full.sizes());
+  torch::NoGradGuard no_grad;
+  const int rank = shard_group_.rank;
+  sharded_.copy_(full.narrow(0, layout_.first_row(rank), layout_.rows_on(rank)));
+  needs_init_ = false;
+}
+
+}  // namespace megacpp::parallel::fsdp

@@ -1,0 +1,152 @@
+// Note [End of backward]
+// A group's gradients are reduced by a node inserted on its forward input (its backward runs
+// once every gradient inside the group has been computed). A group whose input needs no
+// gradient (the embedding's token ids), or that took no part in this backward, never gets
+// there; so the root's first pre-backward hook queues a callback on the autograd engine
+// (Engine::queue_callback) that runs when the whole backward is done and finalizes every
+// group not yet reduced, in reverse pre-order, identically on every rank.
+#include "parallel/fsdp/fsdp_state.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/torch.h>
+
+#include <spdlog/spdlog.h>
+
+#include "parallel/collectives.h"
+
+namespace megacpp::parallel::fsdp {
+namespace {
+
+// Identity in forward; calls `state->post_backward()` when the input's gradient is ready.
+class PostBackwardNode : public torch::autograd::Node {
+ public:
+  explicit PostBackwardNode(FSDPState* state) : state_(state) {}
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    state_->post_backward();
+    return std::move(grads);
+  }
+  std::string name() const override { return "FSDPPostBackward"; }
+
+ private:
+  FSDPState* state_;
+};
+
+at::Tensor attach_post_backward(const at::Tensor& input, FSDPState* state) {
+  if (!torch::GradMode::is_enabled() || !input.requires_grad()) return input;
+  auto node = std::shared_ptr<PostBackwardNode>(new PostBackwardNode(state),
+                                                torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(input));
+  at::Tensor output = input.detach();
+  torch::autograd::set_history(output, node);
+  return output;
+}
+
+bool is_floating(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
+
+}  // namespace
+
+FSDPState::FSDPState(Module& module, std::unique_ptr<FSDPParamGroup> group,
+                     const DeviceMesh& mesh, FullyShardOptions options)
+    : module_(module), group_(std::move(group)), mesh_(mesh), options_(std::move(options)) {}
+
+void FSDPState::lazy_init() {
+  if (!is_root_ || root_ == this) return;
+  tree_.clear();
+  for (auto& [path, m] : named_hookable_modules(module_)) {
+    if (auto* state = m->attachment<FSDPState>()) {
+      state->root_ = this;
+      tree_.push_back(state);
+    }
+  }
+  root_ = this;
+}
+
+void FSDPState::set_requires_gradient_sync(bool sync) {
+  lazy_init();
+  for (auto* state : (is_root_ ? tree_ : std::vector<FSDPState*>{this})) {
+    state->requires_gradient_sync_ = sync;
+  }
+}
+
+at::Tensor FSDPState::pre_forward(const at::Tensor& input) {
+  if (is_root_) {
+    lazy_init();
+    for (auto* state : tree_) state->post_backward_done_ = false;
+  }
+  if (group_) {
+    group_->wait_for_unshard();
+    for (auto* next : forward_prefetch_) {
+      if (next->group_) next->group_->unshard_async();
+    }
+  }
+  at::Tensor x = input;
+  const auto& mp = options_.mixed_precision;
+  if (mp.cast_forward_inputs && mp.param_dtype && is_floating(x) && x.scalar_type() != *mp.param_dtype) {
+    x = x.to(*mp.param_dtype);
+  }
+  return attach_post_backward(x, this);
+}
+
+at::Tensor FSDPState::post_forward(const at::Tensor& output) {
+  if (group_ && !is_root_ && options_.reshard_after_forward) group_->reshard();
+  at::Tensor out = output;
+  const auto& mp = options_.mixed_precision;
+  if (mp.output_dtype && is_floating(out) && out.scalar_type() != *mp.output_dtype) {
+    out = out.to(*mp.output_dtype);
+  }
+  if (torch::GradMode::is_enabled() && out.requires_grad()) {
+    out.register_hook([this](const at::Tensor& grad) {
+      pre_backward();
+      return grad;
+    });
+  }
+  return out;
+}
+
+void FSDPState::pre_backward() {
+  queue_final_callback();
+  if (!group_) return;
+  group_->wait_for_unshard();
+  for (auto* next : backward_prefetch_) {
+    if (next->group_) next->group_->unshard_async();
+  }
+}
+
+void FSDPState::queue_final_callback() {
+  FSDPState* root = root_ ? root_ : this;
+  if (root->final_callback_queued_) return;
+  root->final_callback_queued_ = true;
+  torch::autograd::Engine::get_default_engine().queue_callback([root] { root->finalize_backward(); });
+}
+
+void FSDPState::post_backward() {
+  if (post_backward_done_) return;
+  post_backward_done_ = true;
+  if (!group_) return;
+  // A group not used in this step still reduces (zeros), so every rank issues the same
+  // collectives.
+  if (requires_gradient_sync_) group_->reduce_gradients();
+  group_->reshard();
+}
+
+void FSDPState::finalize_backward() {
+  final_callback_queued_ = false;
+  for (auto it = tree_.rbegin(); it != tree_.rend(); ++it) (*it)->post_backward();
+  if (requires_gradient_sync_) reduce_ignored_gradients();
+}
+
+void FSDPState::reduce_ignored_gradients() {
+  for (auto* state : tree_) {
+    for (const at::Tensor& param : state->options_.ignored_params) {
+      if (!param.requires_grad()) continue;
+      if (!param.grad().defined()) param.mutable_grad() = torch::zeros_like(param);
+      all_reduce(mesh_.fsdp(), param.grad(), ReduceOp::kSum).wait();
+      if (mesh_.is_hsdp()) all_reduce(mesh_.ddp(), param.grad(), ReduceOp::kSum).wait();
+      param.grad().div_(mesh_.data_parallel_size());
+    }
+  }
+}
+
+}  // namespace megacpp::parallel::fsdp

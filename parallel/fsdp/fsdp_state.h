@@ -1,0 +1,57 @@
+// The state fully_shard attaches to a module: its parameter group and the hooks that gather,
+// free and reduce it around forward and backward.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "parallel/device_mesh.h"
+#include "parallel/fsdp/fsdp_param_group.h"
+#include "parallel/fsdp/options.h"
+
+namespace megacpp::parallel::fsdp {
+
+class FSDPState {
+ public:
+  FSDPState(Module& module, std::unique_ptr<FSDPParamGroup> group, const DeviceMesh& mesh,
+            FullyShardOptions options);
+
+  Module& module() const { return module_; }
+  FSDPParamGroup* group() const { return group_.get(); }  // null if the module owns no parameters
+  const FullyShardOptions& options() const { return options_; }
+  bool is_root() const { return is_root_; }
+  void mark_not_root() { is_root_ = false; }
+
+  // Every state in this root's tree, pre-order (this one first). Root only.
+  const std::vector<FSDPState*>& tree() { lazy_init(); return tree_; }
+
+  void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
+  void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }
+  void set_requires_gradient_sync(bool sync);  // on every state of the tree
+
+  at::Tensor pre_forward(const at::Tensor& input);
+  at::Tensor post_forward(const at::Tensor& output);
+  void pre_backward();
+  void post_backward();  // at most once per backward
+
+ private:
+  void lazy_init();
+  void queue_final_callback();
+  void finalize_backward();  // root: Note [End of backward]
+  void reduce_ignored_gradients();
+
+  Module& module_;
+  std::unique_ptr<FSDPParamGroup> group_;
+  const DeviceMesh& mesh_;
+  FullyShardOptions options_;
+  bool is_root_ = true;
+  FSDPState* root_ = nullptr;      // set by the root's lazy_init
+  std::vector<FSDPState*> tree_;   // root only
+  std::vector<FSDPState*> forward_prefetch_;
+  std::vector<FSDPState*> backward_prefetch_;
+  bool requires_gradient_sync_ = true;
+  bool post_backward_done_ = false;
+  bool final_callback_queued_ = false;  // root only
+};
+
+}  // namespace megacpp::parallel::fsdp

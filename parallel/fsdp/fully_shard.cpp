@@ -1,0 +1,152 @@
+#include "parallel/fsdp/fully_shard.h"
+
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+namespace megacpp::parallel::fsdp {
+namespace {
+
+std::string join_path(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// The parameters fully_shard(module) takes: slots not owned by nested groups or ignored,
+// deduplicated (a tensor shared by several slots is one parameter with several uses).
+std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const DeviceMesh& mesh,
+                                                       const FullyShardOptions& options) {
+  std::unordered_set<const c10::TensorImpl*> ignored;
+  for (auto& p : options.ignored_params) ignored.insert(p.unsafeGetTensorImpl());
+
+  struct Pending {
+    std::string fqn;
+    at::Tensor tensor;
+    std::vector<FSDPParam::Use> uses;
+  };
+  std::vector<Pending> pending;
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (auto& [path, m] : named_hookable_modules(module)) {
+    for (auto& slot : m->param_slots()) {
+      const at::Tensor& tensor = *slot.member;
+      const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+      seen.insert(impl);
+      if (!tensor.defined() || ignored.count(impl) || find_fsdp_param(tensor)) continue;
+      auto it = index.find(impl);
+      if (it == index.end()) {
+        index[impl] = pending.size();
+        pending.push_back({join_path(path, slot.name), tensor, {}});
+        it = index.find(impl);
+      }
+      pending[it->second].uses.push_back({m, slot.name});
+    }
+  }
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!seen.count(item.value().unsafeGetTensorImpl()) && !ignored.count(item.value().unsafeGetTensorImpl())) {
+      throw std::invalid_argument("fully_shard: parameter '" + item.key() +
+                                  "' belongs to a module that is not a megacpp parallel::Module; "
+                                  "it cannot be sharded (ignore it or make the module a parallel::Module)");
+    }
+  }
+  const auto param_dtype = options.mixed_precision.param_dtype.value_or(torch::kFloat);
+  std::vector<std::unique_ptr<FSDPParam>> params;
+  for (auto& p : pending) {
+    if (p.tensor.dim() == 0) {
+      throw std::invalid_argument("fully_shard: parameter '" + p.fqn +
+                                  "' is 0-dimensional; FSDP shards on dim 0 (give it shape [1])");
+    }
+    auto layout = compute_shard_layout(p.tensor.sizes().vec(), mesh.fsdp().size());
+    params.push_back(std::make_unique<FSDPParam>(p.fqn, std::move(p.uses), p.tensor, layout,
+                                                 mesh.fsdp(), options.device, param_dtype));
+  }
+  return params;
+}
+
+FSDPState& state_or_throw(const Module& module, const char* what) {
+  FSDPState* state = fsdp_state(module);
+  if (!state) {
+    throw std::invalid_argument(std::string(what) + ": module '" + module.name() +
+                                "' has not been passed to fully_shard");
+  }
+  return *state;
+}
+
+std::vector<FSDPState*> states_of(const std::vector<Module*>& modules, const char* what) {
+  std::vector<FSDPState*> out;
+  for (auto* m : modules) out.push_back(&state_or_throw(*m, what));
+  return out;
+}
+
+}  // namespace
+
+FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardOptions& options) {
+  if (fsdp_state(module)) {
+    throw std::invalid_argument("fully_shard: module '" + module.name() + "' is already sharded");
+  }
+  auto params = collect_params(module, mesh, options);
+  std::unique_ptr<FSDPParamGroup> group;
+  if (!params.empty()) {
+    group = std::make_unique<FSDPParamGroup>(module.name(), std::move(params), mesh, options);
+  }
+  for (auto& [path, m] : named_hookable_modules(module)) {
+    if (auto* nested = m->attachment<FSDPState>()) nested->mark_not_root();
+  }
+  auto state = std::make_shared<FSDPState>(module, std::move(group), mesh, options);
+  FSDPState* raw = state.get();
+  module.attach(state);
+  module.add_pre_hook([raw](Module&, const at::Tensor& input) { return raw->pre_forward(input); });
+  module.add_post_hook([raw](Module&, const at::Tensor&, const at::Tensor& output) {
+    return raw->post_forward(output);
+  });
+  return *raw;
+}
+
+FSDPState* fsdp_state(const Module& module) { return module.attachment<FSDPState>(); }
+
+void set_modules_to_forward_prefetch(Module& module, const std::vector<Module*>& modules) {
+  state_or_throw(module, "set_modules_to_forward_prefetch")
+      .set_forward_prefetch(states_of(modules, "set_modules_to_forward_prefetch"));
+}
+
+void set_modules_to_backward_prefetch(Module& module, const std::vector<Module*>& modules) {
+  state_or_throw(module, "set_modules_to_backward_prefetch")
+      .set_backward_prefetch(states_of(modules, "set_modules_to_backward_prefetch"));
+}
+
+void set_requires_gradient_sync(Module& root, bool sync) {
+  state_or_throw(root, "set_requires_gradient_sync").set_requires_gradient_sync(sync);
+}
+
+std::vector<int64_t> full_shape(const at::Tensor& param) {
+  if (auto* p = find_fsdp_param(param)) return p->layout().shape;
+  return param.sizes().vec();
+}
+
+void copy_full_into_parameter(const at::Tensor& param, const at::Tensor& full) {
+  if (auto* p = find_fsdp_param(param)) {
+    p->load_full(full);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(param.sizes() == full.sizes(), "copy_full_into_parameter: expected shape ",
+              param.sizes(), ", got ", full.sizes());
+  param.copy_(full);
+}
+
+std::map<std::string, at::Tensor> gather_full_parameters(torch::nn::Module& root) {
+  std::map<std::string, at::Tensor> out;
+  torch::NoGradGuard no_grad;
+  for (auto& item : root.named_parameters(/*recurse=*/true)) {
+    if (auto* p = find_fsdp_param(item.value())) {
+      out[item.key()] = p->gather_full();
+    } else {
+      out[item.key()] = item.value().detach().to(torch::kFloat, false, true);
+    }
+  }
+  return out;
+}
+
+}  // namespace megacpp::parallel::fsdp

@@ -1,0 +1,83 @@
+// Note [Module hooks]
+// C++ modules have no forward hooks, so megacpp layers derive from this Module: its call
+// operator runs pre-hooks, an optional forward wrapper (activation recompute) and post-hooks
+// around `forward`. Parameters live in *slots*: members the forward reads, which an engine
+// may point at other tensors (FSDP points them at gathered, unsharded tensors during compute
+// and back at the sharded masters afterwards) without the layer's code knowing.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+namespace megacpp::parallel {
+
+class Module : public torch::nn::Module {
+ public:
+  using Forward = std::function<at::Tensor(const at::Tensor&)>;
+  // May replace the input (e.g. cast it); returns the input forward will see.
+  using PreHook = std::function<at::Tensor(Module&, const at::Tensor& input)>;
+  // May replace the output; returns what the caller will see.
+  using PostHook = std::function<at::Tensor(Module&, const at::Tensor& input, const at::Tensor& output)>;
+  // Runs `forward` on `input` its own way (e.g. without saving activations).
+  using ForwardWrapper = std::function<at::Tensor(const Forward& forward, const at::Tensor& input)>;
+
+  struct ParamSlot {
+    std::string name;    // local name, as registered with torch::nn::Module
+    at::Tensor* member;  // the member that forward reads
+  };
+
+  explicit Module(std::string name = "Module") : torch::nn::Module(std::move(name)) {}
+  Module(const Module&) = delete;  // slots point into this object
+  Module& operator=(const Module&) = delete;
+
+  at::Tensor operator()(const at::Tensor& input);
+
+  void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  void add_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
+  void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
+  bool has_forward_wrapper() const { return static_cast<bool>(forward_wrapper_); }
+
+  const std::vector<ParamSlot>& param_slots() const { return slots_; }
+  // Points the slot's member and torch's parameter registry at `value`.
+  void replace_parameter(const std::string& name, const at::Tensor& value);
+  // Points only the member at `value` (a compute view); the registry keeps its tensor.
+  void set_compute_tensor(const std::string& name, const at::Tensor& value);
+
+  // Engines attach their per-module state here (one object per type).
+  template <class T>
+  T* attachment() const {
+    auto it = attachments_.find(typeid(T));
+    return it == attachments_.end() ? nullptr : static_cast<T*>(it->second.get());
+  }
+  template <class T>
+  void attach(std::shared_ptr<T> value) {
+    attachments_[typeid(T)] = std::move(value);
+  }
+
+ protected:
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+
+  // Registers `value` as parameter `name` and makes `member` its slot.
+  void register_slot(const std::string& name, at::Tensor& member, at::Tensor value,
+                     bool requires_grad = true);
+
+ private:
+  ParamSlot& slot(const std::string& name);
+
+  std::vector<ParamSlot> slots_;
+  std::vector<PreHook> pre_hooks_;
+  std::vector<PostHook> post_hooks_;
+  ForwardWrapper forward_wrapper_;
+  std::unordered_map<std::type_index, std::shared_ptr<void>> attachments_;
+};
+
+// Every parallel::Module in `root`'s tree, pre-order, with dotted paths ("" for the root).
+std::vector<std::pair<std::string, Module*>> named_hookable_modules(torch::nn::Module& root);
+
+}  // namespace megacpp::parallel
