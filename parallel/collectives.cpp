@@ -6,8 +6,8 @@
 //  - reduce-scatter: `alltoall_base` sends block j of the input to member j, then each member
 //    sums the `size` blocks it received in group-rank order. Traffic equals a real
 //    reduce-scatter's, and the result does not depend on a ring order.
-// Gloo moves bytes for every dtype but reduces only some, so bf16/fp16 are moved as int16
-// and reductions happen locally (or in fp32 for all_reduce).
+// Gloo has no bfloat16, so bf16 tensors travel reinterpreted as fp16 (the same 2 bytes,
+// only moved, never computed on), and 16-bit reductions happen locally or in fp32.
 #include "parallel/collectives.h"
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -20,9 +20,9 @@ bool is_half_precision(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
 }
 
-// Gloo reduces and moves float/double/int types; 16-bit floats travel as raw int16.
+// Note [Gloo emulations]: bf16 data moves through Gloo as fp16 bits.
 at::Tensor as_transport(const Group& group, const at::Tensor& t) {
-  return group.is_gloo() && is_half_precision(t) ? t.view(at::kShort) : t;
+  return group.is_gloo() && t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
 }
 
 void check_member(const Group& group, const char* op) {

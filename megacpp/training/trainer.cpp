@@ -31,7 +31,12 @@ models::FSDP2Config resolve_fsdp2_config(const TrainingArguments& args) {
     defaults.reduce_dtype = c10::kFloat;
   }
   if (args.fsdp2_config_path.empty()) return defaults;
-  return config::load_fsdp2_config(args.fsdp2_config_path, defaults);
+  models::FSDP2Config config = config::load_fsdp2_config(args.fsdp2_config_path, defaults);
+  if (args.bf16 && config.param_dtype != c10::kBFloat16) {
+    throw std::invalid_argument("--bf16 conflicts with param_dtype in " + args.fsdp2_config_path +
+                                " (remove one of them)");
+  }
+  return config;
 }
 
 // Megatron's rule: weight decay on matrices, not on biases and norm weights.
