@@ -16,42 +16,42 @@ cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-train", "Train a transformer language model with FSDP2 (Megatron-style flags)");
   o.add_options("model")
       ("model-type", "registered model to build", cxxopts::value<std::string>()->default_value("llama"))
-      ("num-layers", "transformer layers", cxxopts::value<int64_t>()->default_value("2"))
-      ("hidden-size", "hidden size", cxxopts::value<int64_t>()->default_value("64"))
-      ("ffn-hidden-size", "MLP hidden size (default 4 x hidden)", cxxopts::value<int64_t>()->default_value("0"))
-      ("num-attention-heads", "attention heads", cxxopts::value<int64_t>()->default_value("4"))
-      ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<int64_t>()->default_value("0"))
-      ("seq-length", "tokens per sample", cxxopts::value<int64_t>()->default_value("128"))
-      ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<int64_t>()->default_value("0"))
-      ("vocab-size", "vocabulary size", cxxopts::value<int64_t>()->default_value("256"))
-      ("norm-epsilon", "RMSNorm epsilon", cxxopts::value<double>()->default_value("1e-5"))
-      ("rotary-base", "rotary embedding base", cxxopts::value<double>()->default_value("10000"))
-      ("init-method-std", "std of normal weight init", cxxopts::value<double>()->default_value("0.02"))
+      ("num-layers", "transformer layers", cxxopts::value<std::string>()->default_value("2"))
+      ("hidden-size", "hidden size", cxxopts::value<std::string>()->default_value("64"))
+      ("ffn-hidden-size", "MLP hidden size (default 4 x hidden)", cxxopts::value<std::string>()->default_value("0"))
+      ("num-attention-heads", "attention heads", cxxopts::value<std::string>()->default_value("4"))
+      ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<std::string>()->default_value("0"))
+      ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
+      ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<std::string>()->default_value("0"))
+      ("vocab-size", "vocabulary size", cxxopts::value<std::string>()->default_value("256"))
+      ("norm-epsilon", "RMSNorm epsilon", cxxopts::value<std::string>()->default_value("1e-5"))
+      ("rotary-base", "rotary embedding base", cxxopts::value<std::string>()->default_value("10000"))
+      ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"))
       ("untie-embeddings-and-output-weights", "separate output layer weights");
   o.add_options("training")
-      ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<int64_t>()->default_value("1"))
-      ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<int64_t>()->default_value("0"))
-      ("train-iters", "iterations to train", cxxopts::value<int64_t>()->default_value("10"))
-      ("lr", "peak learning rate", cxxopts::value<double>()->default_value("1e-4"))
-      ("min-lr", "final learning rate", cxxopts::value<double>()->default_value("0"))
-      ("lr-warmup-iters", "linear warmup iterations", cxxopts::value<int64_t>()->default_value("0"))
-      ("lr-decay-iters", "decay iterations (default: train iters)", cxxopts::value<int64_t>()->default_value("0"))
+      ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<std::string>()->default_value("1"))
+      ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<std::string>()->default_value("0"))
+      ("train-iters", "iterations to train", cxxopts::value<std::string>()->default_value("10"))
+      ("lr", "peak learning rate", cxxopts::value<std::string>()->default_value("1e-4"))
+      ("min-lr", "final learning rate", cxxopts::value<std::string>()->default_value("0"))
+      ("lr-warmup-iters", "linear warmup iterations", cxxopts::value<std::string>()->default_value("0"))
+      ("lr-decay-iters", "decay iterations (default: train iters)", cxxopts::value<std::string>()->default_value("0"))
       ("lr-decay-style", "constant, linear or cosine", cxxopts::value<std::string>()->default_value("cosine"))
-      ("weight-decay", "AdamW weight decay (not applied to 1-D params)", cxxopts::value<double>()->default_value("0.01"))
-      ("adam-beta1", "AdamW beta1", cxxopts::value<double>()->default_value("0.9"))
-      ("adam-beta2", "AdamW beta2", cxxopts::value<double>()->default_value("0.999"))
-      ("adam-eps", "AdamW epsilon", cxxopts::value<double>()->default_value("1e-8"))
-      ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<double>()->default_value("1.0"))
-      ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1234"))
+      ("weight-decay", "AdamW weight decay (not applied to 1-D params)", cxxopts::value<std::string>()->default_value("0.01"))
+      ("adam-beta1", "AdamW beta1", cxxopts::value<std::string>()->default_value("0.9"))
+      ("adam-beta2", "AdamW beta2", cxxopts::value<std::string>()->default_value("0.999"))
+      ("adam-eps", "AdamW epsilon", cxxopts::value<std::string>()->default_value("1e-8"))
+      ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<std::string>()->default_value("1.0"))
+      ("seed", "random seed", cxxopts::value<std::string>()->default_value("1234"))
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)");
   o.add_options("parallel")
       ("use-torch-fsdp2", "shard parameters, gradients and optimizer state with FSDP2")
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
       ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
-      ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<int>()->default_value("10"));
+      ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"));
   o.add_options("logging")
-      ("log-interval", "iterations between log lines", cxxopts::value<int64_t>()->default_value("100"))
+      ("log-interval", "iterations between log lines", cxxopts::value<std::string>()->default_value("100"))
       ("dump-final-params", "after training, write the gathered fp32 parameters to this file (torch archive)",
        cxxopts::value<std::string>()->default_value(""))
       ("h,help", "print this help");
@@ -87,6 +87,31 @@ void validate(const TrainingArguments& a) {
           "--bf16 needs --use-torch-fsdp2 (mixed precision is done by the FSDP2 engine, also on one rank)");
 }
 
+// Numbers are read as text and converted here, so a malformed value names its flag.
+template <class T>
+T number(const cxxopts::ParseResult& r, const std::string& flag) {
+  const std::string text = r[flag].as<std::string>();
+  size_t used = 0;
+  T value{};
+  try {
+    if constexpr (std::is_floating_point_v<T>) {
+      value = static_cast<T>(std::stod(text, &used));
+    } else if constexpr (std::is_unsigned_v<T>) {
+      if (!text.empty() && text[0] == '-') throw std::invalid_argument("negative");
+      value = static_cast<T>(std::stoull(text, &used));
+    } else {
+      value = static_cast<T>(std::stoll(text, &used));
+    }
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw std::invalid_argument("--" + flag + ": '" + text + "' is not a valid " +
+                                (std::is_floating_point_v<T> ? "number" : "integer"));
+  }
+  return value;
+}
+
 }  // namespace
 
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
@@ -105,40 +130,40 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   }
   TrainingArguments a;
   a.model_type = r["model-type"].as<std::string>();
-  a.model.num_layers = r["num-layers"].as<int64_t>();
-  a.model.hidden_size = r["hidden-size"].as<int64_t>();
-  a.model.ffn_hidden_size = r["ffn-hidden-size"].as<int64_t>();
-  a.model.num_attention_heads = r["num-attention-heads"].as<int64_t>();
-  a.model.num_query_groups = r["num-query-groups"].as<int64_t>();
-  a.model.vocab_size = r["vocab-size"].as<int64_t>();
-  a.model.norm_epsilon = r["norm-epsilon"].as<double>();
-  a.model.rotary_base = r["rotary-base"].as<double>();
+  a.model.num_layers = number<int64_t>(r, "num-layers");
+  a.model.hidden_size = number<int64_t>(r, "hidden-size");
+  a.model.ffn_hidden_size = number<int64_t>(r, "ffn-hidden-size");
+  a.model.num_attention_heads = number<int64_t>(r, "num-attention-heads");
+  a.model.num_query_groups = number<int64_t>(r, "num-query-groups");
+  a.model.vocab_size = number<int64_t>(r, "vocab-size");
+  a.model.norm_epsilon = number<double>(r, "norm-epsilon");
+  a.model.rotary_base = number<double>(r, "rotary-base");
   a.model.tie_embeddings = r.count("untie-embeddings-and-output-weights") == 0;
-  a.seq_length = r["seq-length"].as<int64_t>();
-  a.model.max_position_embeddings = r["max-position-embeddings"].as<int64_t>();
+  a.seq_length = number<int64_t>(r, "seq-length");
+  a.model.max_position_embeddings = number<int64_t>(r, "max-position-embeddings");
   if (a.model.max_position_embeddings == 0) a.model.max_position_embeddings = a.seq_length;
-  a.init_method_std = r["init-method-std"].as<double>();
-  a.micro_batch_size = r["micro-batch-size"].as<int64_t>();
-  a.global_batch_size = r["global-batch-size"].as<int64_t>();
-  a.train_iters = r["train-iters"].as<int64_t>();
-  a.lr = r["lr"].as<double>();
-  a.min_lr = r["min-lr"].as<double>();
-  a.lr_warmup_iters = r["lr-warmup-iters"].as<int64_t>();
-  a.lr_decay_iters = r["lr-decay-iters"].as<int64_t>();
+  a.init_method_std = number<double>(r, "init-method-std");
+  a.micro_batch_size = number<int64_t>(r, "micro-batch-size");
+  a.global_batch_size = number<int64_t>(r, "global-batch-size");
+  a.train_iters = number<int64_t>(r, "train-iters");
+  a.lr = number<double>(r, "lr");
+  a.min_lr = number<double>(r, "min-lr");
+  a.lr_warmup_iters = number<int64_t>(r, "lr-warmup-iters");
+  a.lr_decay_iters = number<int64_t>(r, "lr-decay-iters");
   a.lr_decay_style = r["lr-decay-style"].as<std::string>();
-  a.weight_decay = r["weight-decay"].as<double>();
-  a.adam_beta1 = r["adam-beta1"].as<double>();
-  a.adam_beta2 = r["adam-beta2"].as<double>();
-  a.adam_eps = r["adam-eps"].as<double>();
-  a.clip_grad = r["clip-grad"].as<double>();
-  a.seed = r["seed"].as<uint64_t>();
+  a.weight_decay = number<double>(r, "weight-decay");
+  a.adam_beta1 = number<double>(r, "adam-beta1");
+  a.adam_beta2 = number<double>(r, "adam-beta2");
+  a.adam_eps = number<double>(r, "adam-eps");
+  a.clip_grad = number<double>(r, "clip-grad");
+  a.seed = number<uint64_t>(r, "seed");
   a.mock_data = r.count("mock-data") > 0;
   a.bf16 = r.count("bf16") > 0;
   a.use_torch_fsdp2 = r.count("use-torch-fsdp2") > 0;
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
   a.init_model_with_meta_device = r.count("init-model-with-meta-device") > 0;
-  a.distributed_timeout_minutes = r["distributed-timeout-minutes"].as<int>();
-  a.log_interval = r["log-interval"].as<int64_t>();
+  a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
+  a.log_interval = number<int64_t>(r, "log-interval");
   a.dump_final_params = r["dump-final-params"].as<std::string>();
   validate(a);
   return a;

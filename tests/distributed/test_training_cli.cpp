@@ -1,0 +1,174 @@
+// megacpp-train end to end through megacpp-run: loss and parameter parity across world
+// sizes and meshes, recompute, bf16, per-rank memory, and refusal of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include <torch/torch.h>
+
+#include "tests/support/distributed_test.h"
+
+namespace megacpp {
+namespace {
+
+const std::string kBaseFlags =
+    "--mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
+    "--ffn-hidden-size 62 --vocab-size 127 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
+    "--train-iters 10 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 --untie-embeddings-and-output-weights";
+
+struct TrainRun {
+  testing::CommandResult result;
+  std::vector<double> losses;
+  std::vector<double> memory_mb;  // per rank: params + grads + optimizer state
+};
+
+TrainRun train(int ranks, const std::string& flags) {
+  const std::string command = std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
+                              " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + flags;
+  TrainRun run;
+  run.result = testing::run_command(command);
+  static const std::regex loss(R"(lm loss: ([0-9.]+E[-+][0-9]+))");
+  static const std::regex memory(R"(\[rank \d+\] memory \(MB\) \| sharded params: ([0-9.]+) \| sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
+  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), loss); it != std::sregex_iterator(); ++it) {
+    run.losses.push_back(std::stod((*it)[1]));
+  }
+  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), memory); it != std::sregex_iterator(); ++it) {
+    run.memory_mb.push_back(std::stod((*it)[1]) + std::stod((*it)[2]) + std::stod((*it)[3]));
+  }
+  return run;
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+c10::Dict<std::string, at::Tensor> load_params(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return c10::impl::toTypedDict<std::string, at::Tensor>(torch::pickle_load(bytes).toGenericDict());
+}
+
+void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol) {
+  ASSERT_EQ(run.result.status, 0) << what << "\n" << run.result.output;
+  ASSERT_EQ(run.losses.size(), reference.losses.size()) << what << "\n" << run.result.output;
+  for (size_t i = 0; i < run.losses.size(); ++i) {
+    EXPECT_LE(std::abs(run.losses[i] - reference.losses[i]), rtol * std::abs(reference.losses[i]))
+        << what << ": iteration " << i + 1 << " loss " << run.losses[i] << " vs " << reference.losses[i];
+  }
+}
+
+void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what) {
+  auto reference = load_params(reference_path), params = load_params(path);
+  ASSERT_GT(reference.size(), 0u);
+  ASSERT_EQ(params.size(), reference.size()) << what;
+  for (const auto& item : reference) {
+    ASSERT_TRUE(params.contains(item.key())) << what << ": missing " << item.key();
+    at::Tensor p = params.at(item.key());
+    EXPECT_TRUE(p.allclose(item.value(), 1e-4, 1e-6))
+        << what << ": " << item.key() << " max diff " << (p - item.value()).abs().max().item<double>();
+  }
+}
+
+TEST(TrainingCli, SameLossesAndParametersOnEveryLayout) {
+  const std::string dir = testing::scratch_dir();
+  const std::string layers = write_file(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\nnum_to_forward_prefetch: 1\nnum_to_backward_prefetch: 1\n");
+  const std::string hsdp = write_file(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}', lm_head]\n");
+  const std::string keep = write_file(dir, "keep.yaml", "sub_modules_to_wrap: ['layers.{*}']\nreshard_after_forward: false\n");
+  TrainRun reference = train(1, kBaseFlags + " --dump-final-params " + dir + "/ref.pt");
+  ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+  ASSERT_EQ(reference.losses.size(), 10u) << reference.result.output;
+  EXPECT_LT(reference.losses.back(), reference.losses.front()) << "the model does not learn";
+
+  struct Layout {
+    const char* name;
+    int ranks;
+    std::string flags;
+  };
+  const std::vector<Layout> layouts = {
+      {"fsdp2", 2, "--use-torch-fsdp2 --fsdp2-config-path " + layers},
+      {"fsdp4", 4, "--use-torch-fsdp2 --fsdp2-config-path " + layers},
+      {"hsdp2x2", 4, "--use-torch-fsdp2 --fsdp2-config-path " + hsdp},
+      {"no-reshard2", 2, "--use-torch-fsdp2 --fsdp2-config-path " + keep},
+      {"meta2", 2, "--use-torch-fsdp2 --fsdp2-config-path " + layers + " --init-model-with-meta-device"},
+  };
+  for (const auto& layout : layouts) {
+    const std::string dump = dir + "/" + layout.name + ".pt";
+    TrainRun run = train(layout.ranks, kBaseFlags + " " + layout.flags + " --dump-final-params " + dump);
+    expect_same_losses(reference, run, layout.name, 1e-5);
+    expect_same_params(dir + "/ref.pt", dump, layout.name);
+  }
+}
+
+TEST(TrainingCli, RecomputeGivesTheSameLosses) {
+  const std::string dir = testing::scratch_dir();
+  const std::string plain = write_file(dir, "plain.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
+  const std::string recompute = write_file(dir, "recompute.yaml", "sub_modules_to_wrap: ['layers.{*}']\nrecompute_modules: ['layers.{*}']\n");
+  TrainRun a = train(2, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + plain);
+  TrainRun b = train(2, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + recompute);
+  ASSERT_EQ(a.losses.size(), 10u) << a.result.output;
+  EXPECT_NE(b.result.output.find("recompute on layers.0, layers.1"), std::string::npos) << b.result.output;
+  expect_same_losses(a, b, "recompute", 1e-6);
+}
+
+TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
+  const std::string flags =
+      "--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+      "--vocab-size 128 --seq-length 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 50 --log-interval 1 "
+      "--lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2";
+  TrainRun fp32 = train(2, flags);
+  TrainRun bf16 = train(2, flags + " --bf16");
+  ASSERT_EQ(fp32.losses.size(), 50u) << fp32.result.output;
+  EXPECT_LT(fp32.losses.back(), 0.8 * fp32.losses.front()) << "fp32 run does not learn";
+  expect_same_losses(fp32, bf16, "bf16", 0.02);
+  bool differs = false;
+  for (size_t i = 0; i < fp32.losses.size(); ++i) differs |= fp32.losses[i] != bf16.losses[i];
+  EXPECT_TRUE(differs) << "bf16 run printed exactly the fp32 losses: was bf16 compute applied?";
+}
+
+TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
+  const std::string flags =
+      "--mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --vocab-size 1000 --seq-length 8 "
+      "--train-iters 1 --log-interval 1 --use-torch-fsdp2 --global-batch-size 4";
+  TrainRun one = train(1, flags);
+  TrainRun four = train(4, flags);
+  ASSERT_EQ(one.memory_mb.size(), 1u) << one.result.output;
+  ASSERT_EQ(four.memory_mb.size(), 4u) << four.result.output;
+  // Shards hold whole rows; the largest shard exceeds 1/N by at most one row per parameter.
+  const double padding_mb = 2 * 9 * 1000 * 4 * 4 / (1024.0 * 1024.0);
+  for (double mb : four.memory_mb) EXPECT_LE(mb, one.memory_mb[0] / 4 + padding_mb) << four.result.output;
+}
+
+TEST(TrainingCli, BadInputIsRefusedByName) {
+  const std::string dir = testing::scratch_dir();
+  struct Case {
+    int ranks;
+    std::string flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {1, kBaseFlags + " --no-such-flag", "no-such-flag"},
+      {1, kBaseFlags + " --num-layers x", "num-layers"},
+      {2, kBaseFlags, "needs --use-torch-fsdp2"},
+      {2, kBaseFlags + " --use-torch-fsdp2 --micro-batch-size 3", "--global-batch-size (8) must be divisible"},
+      {1, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, "bad.yaml", "shardingsize: 2\n"),
+       "key 'shardingsize': unknown key"},
+      {4, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, "mesh.yaml", "sharding_size: 3\n"),
+       "sharding_size=3 does not divide the world size 4"},
+      {1, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, "wrap.yaml", "sub_modules_to_wrap: ['block.{*}']\n"),
+       "pattern 'block.{*}' matches no module"},
+      {1, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + dir + "/missing.yaml", "cannot read"},
+  };
+  for (const auto& c : cases) {
+    TrainRun run = train(c.ranks, c.flags);
+    EXPECT_NE(run.result.status, 0) << c.flags;
+    EXPECT_NE(run.result.output.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n" << run.result.output;
+  }
+}
+
+}  // namespace
+}  // namespace megacpp
