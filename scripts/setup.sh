@@ -4,7 +4,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev libgloo-dev
+  libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest
   python3

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds megacpp into build/ (Release). Extra arguments go to cmake's configure
+# step, e.g. -DCMAKE_PREFIX_PATH=... for a PyTorch 2.x libtorch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j"$(nproc)"

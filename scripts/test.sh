@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# On a fresh Debian machine: installs the dependencies, builds, and runs the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
