@@ -1,6 +1,7 @@
 #include "megacpp/arguments.h"
 
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 
 #include <cxxopts.hpp>
@@ -65,9 +66,10 @@ void validate(const TrainingArguments& a) {
           "--max-position-embeddings (" + std::to_string(a.model.max_position_embeddings) +
               ") must be >= --seq-length (" + std::to_string(a.seq_length) + ")");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
-  require(a.global_batch_size >= 0, "--global-batch-size must be positive");
+  require(a.global_batch_size >= 0, "--global-batch-size must be >= 0 (0: micro batch x data-parallel size)");
   require(a.train_iters > 0, "--train-iters must be positive");
-  require(a.lr >= 0 && a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be in [0, --lr]");
+  require(a.lr >= 0, "--lr must be >= 0");
+  require(a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be in [0, --lr]");
   require(a.lr_warmup_iters >= 0, "--lr-warmup-iters must be >= 0");
   require(a.lr_decay_iters >= 0, "--lr-decay-iters must be >= 0");
   require(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" || a.lr_decay_style == "cosine",
@@ -100,7 +102,9 @@ T number(const cxxopts::ParseResult& r, const std::string& flag) {
       if (!text.empty() && text[0] == '-') throw std::invalid_argument("negative");
       value = static_cast<T>(std::stoull(text, &used));
     } else {
-      value = static_cast<T>(std::stoll(text, &used));
+      const long long wide = std::stoll(text, &used);
+      if (wide < std::numeric_limits<T>::min() || wide > std::numeric_limits<T>::max()) used = 0;
+      value = static_cast<T>(wide);
     }
   } catch (const std::exception&) {
     used = 0;
@@ -123,8 +127,8 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
     throw std::invalid_argument(e.what());
   }
   if (!r.unmatched().empty()) throw std::invalid_argument("unexpected argument '" + r.unmatched().front() + "'");
-  if (help) *help = r.count("help") > 0;
-  if (r.count("help")) {
+  if (help) *help = r["help"].as<bool>();
+  if (r["help"].as<bool>()) {
     std::cout << options.help() << std::endl;
     return {};
   }
@@ -138,7 +142,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.model.vocab_size = number<int64_t>(r, "vocab-size");
   a.model.norm_epsilon = number<double>(r, "norm-epsilon");
   a.model.rotary_base = number<double>(r, "rotary-base");
-  a.model.tie_embeddings = r.count("untie-embeddings-and-output-weights") == 0;
+  a.model.tie_embeddings = !r["untie-embeddings-and-output-weights"].as<bool>();
   a.seq_length = number<int64_t>(r, "seq-length");
   a.model.max_position_embeddings = number<int64_t>(r, "max-position-embeddings");
   if (a.model.max_position_embeddings == 0) a.model.max_position_embeddings = a.seq_length;
@@ -157,11 +161,11 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.adam_eps = number<double>(r, "adam-eps");
   a.clip_grad = number<double>(r, "clip-grad");
   a.seed = number<uint64_t>(r, "seed");
-  a.mock_data = r.count("mock-data") > 0;
-  a.bf16 = r.count("bf16") > 0;
-  a.use_torch_fsdp2 = r.count("use-torch-fsdp2") > 0;
+  a.mock_data = r["mock-data"].as<bool>();
+  a.bf16 = r["bf16"].as<bool>();
+  a.use_torch_fsdp2 = r["use-torch-fsdp2"].as<bool>();
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
-  a.init_model_with_meta_device = r.count("init-model-with-meta-device") > 0;
+  a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
   a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
   a.log_interval = number<int64_t>(r, "log-interval");
   a.dump_final_params = r["dump-final-params"].as<std::string>();

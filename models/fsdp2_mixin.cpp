@@ -63,7 +63,18 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   plan.recompute_paths = match_module_paths(root, config.recompute_modules, "recompute_modules");
   for (auto& path : match_module_paths(root, config.ignored_modules, "ignored_modules")) {
     auto& module = *root.named_modules("", true)[path];
-    for (auto& p : module.parameters(/*recurse=*/true)) plan.options.ignored_params.push_back(p);
+    for (auto& p : module.parameters(/*recurse=*/true)) {
+      if (p.is_meta()) {
+        throw std::invalid_argument("ignored_modules: '" + path + "' is on the meta device; ignored modules are not "
+                                    "materialized yet, so drop --init-model-with-meta-device or the ignored module");
+      }
+      if (config.param_dtype && *config.param_dtype != c10::kFloat) {
+        throw std::invalid_argument("ignored_modules: '" + path + "' would compute in fp32 beside " +
+                                    std::string(c10::toString(*config.param_dtype)) +
+                                    " activations; ignored modules support only param_dtype fp32");
+      }
+      plan.options.ignored_params.push_back(p);
+    }
   }
   spdlog::info("fsdp2: mesh {} | wrap {} module(s) | recompute {} | ignored params {}", mesh.describe(),
                plan.wrap_paths.size(), plan.recompute_paths.size(), plan.options.ignored_params.size());
@@ -73,7 +84,11 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
 void FSDP2Mixin::_fully_shard(const ShardingPlan& plan) {
   for (auto& path : plan.recompute_paths) parallel::enable_recompute(module_at(path));
   if (!plan.recompute_paths.empty()) spdlog::info("fsdp2: recompute on {}", fmt::join(plan.recompute_paths, ", "));
-  for (auto& path : plan.wrap_paths) parallel::fsdp::fully_shard(module_at(path), *plan.mesh, plan.options);
+  // output_dtype is for the model's caller: inner groups hand param_dtype activations to the
+  // next layer (as torchtitan does), only the root casts its output.
+  parallel::fsdp::FullyShardOptions inner = plan.options;
+  inner.mixed_precision.output_dtype = c10::nullopt;
+  for (auto& path : plan.wrap_paths) parallel::fsdp::fully_shard(module_at(path), *plan.mesh, inner);
   parallel::fsdp::fully_shard(self_module(), *plan.mesh, plan.options);
   spdlog::info("fsdp2: sharded {} group(s) + root", plan.wrap_paths.size());
 }

@@ -28,8 +28,8 @@ class FSDP2Mixin {
   virtual ~FSDP2Mixin() = default;
 
   // Shards this model over `mesh` as `config` says, allocating only local shards (also for a
-  // model built on the meta device). `post_shard_init`, when given (meta-device init without
-  // --no-initialization), initializes the weights once the shards exist.
+  // model built on the meta device). `post_shard_init`, when given (meta-device init),
+  // initializes the weights once the shards exist.
   void fully_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device,
                    const std::function<void()>& post_shard_init = nullptr);
 

@@ -23,8 +23,9 @@ uint64_t seed_for(uint64_t seed, const std::string& name) {
   return hash;
 }
 
-at::Tensor& parameter(parallel::Module& module, const std::string& name) {
-  at::Tensor* p = module.named_parameters(/*recurse=*/false).find(name);
+at::Tensor parameter(parallel::Module& module, const std::string& name) {
+  auto params = module.named_parameters(/*recurse=*/false);
+  at::Tensor* p = params.find(name);
   TORCH_CHECK(p, "module '", module.name(), "' has no parameter '", name, "'");
   return *p;
 }
@@ -41,7 +42,7 @@ void post_order(torch::nn::Module& module, const std::string& path,
 
 void WeightInitMixin::fill_normal(parallel::Module& module, const std::string& path, const std::string& name,
                                   double std, uint64_t seed) {
-  at::Tensor& param = parameter(module, name);
+  at::Tensor param = parameter(module, name);
   const std::string fqn = path.empty() ? name : path + "." + name;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_for(seed, fqn));
   at::Tensor full = torch::empty(parallel::fsdp::full_shape(param), torch::kFloat);
@@ -50,7 +51,7 @@ void WeightInitMixin::fill_normal(parallel::Module& module, const std::string& p
 }
 
 void WeightInitMixin::fill_constant(parallel::Module& module, const std::string& name, double value) {
-  at::Tensor& param = parameter(module, name);
+  at::Tensor param = parameter(module, name);
   torch::NoGradGuard no_grad;
   param.fill_(value);  // a constant is the same in every shard
 }

@@ -36,7 +36,7 @@ PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& o
                                          const at::Tensor& input);
 
 // output [n] <- reduction over members of their input[rank * n : (rank + 1) * n].
-// input [size * n]. Summation order is the group-rank order on every backend.
+// input [size * n]. On Gloo the summation order is the group-rank order (deterministic).
 PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& output,
                                         const at::Tensor& input, ReduceOp op);
 

@@ -5,7 +5,8 @@
 //    c10d::Backend. Both expose the same collective calls, so the rest of the code talks to
 //    `CommBackend`.
 //  - 1.13's ProcessGroupGloo throws for `_allgather_base` and `reduce_scatter`;
-//    collectives.cpp emulates them when `kGlooHasTensorCollectives` is false.
+//    collectives.cpp emulates the all-gather when `kGlooHasTensorCollectives` is false and
+//    the reduce-scatter on every Gloo build (Note [Gloo emulations]).
 //  - 1.13 has no scaled_dot_product_attention (see `causal_attention`).
 #pragma once
 
@@ -23,10 +24,12 @@ namespace megacpp::parallel::compat {
 using CommBackend = c10d::Backend;
 inline constexpr bool kGlooHasTensorCollectives = true;
 inline constexpr bool kHasScaledDotProductAttention = true;
+inline constexpr bool kCpuHalfMatmul = true;
 #else
 using CommBackend = c10d::ProcessGroup;
 inline constexpr bool kGlooHasTensorCollectives = false;
 inline constexpr bool kHasScaledDotProductAttention = false;
+inline constexpr bool kCpuHalfMatmul = false;  // 1.13 has no fp16 addmm on CPU
 #endif
 
 }  // namespace megacpp::parallel::compat

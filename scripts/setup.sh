@@ -7,7 +7,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest
-  python3
+  python3 python3-numpy
 )
 
 missing=()

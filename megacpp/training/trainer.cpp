@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include "megacpp/training/mock_data.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
+#include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -99,6 +101,9 @@ int run_training(const TrainingArguments& args) {
   const models::FSDP2Config fsdp_config = resolve_fsdp2_config(args);
   auto runtime = parallel::DistributedRuntime::initialize(env, runtime_options);
   const c10::Device device = runtime->device();
+  if (!parallel::compat::kCpuHalfMatmul && device.is_cpu() && fsdp_config.param_dtype == c10::kHalf) {
+    throw std::invalid_argument("param_dtype fp16 is not supported on CPU by this libtorch (no fp16 matmul); use bf16");
+  }
   const parallel::DeviceMesh mesh =
       args.use_torch_fsdp2 ? parallel::DeviceMesh::build(*runtime, fsdp_config.sharding_size) : parallel::DeviceMesh::single();
   const int dp_size = mesh.data_parallel_size(), dp_rank = mesh.data_parallel_rank();
@@ -116,14 +121,23 @@ int run_training(const TrainingArguments& args) {
   } else {
     init();
   }
-  std::vector<at::Tensor> params = model->parameters();
+  std::vector<at::Tensor> params;  // each tensor once, even if several modules share it
+  std::unordered_set<const c10::TensorImpl*> seen;
+  int64_t parameter_count = 0;
+  for (auto& p : model->parameters()) {
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    params.push_back(p);
+    int64_t numel = 1;
+    for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
+    parameter_count += numel;
+  }
   auto optimizer = make_optimizer(args, params);
   LearningRateSchedule schedule(args.lr, args.min_lr, args.lr_warmup_iters,
                                 args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters, args.lr_decay_style);
   MockDataset data(model->vocab_size(), args.seq_length, args.seed);
 
   spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} FLOPs/token | {} ranks, {} | device {}", args.model_type,
-               args.model.parameter_count(), model->flops_per_token(args.seq_length), runtime->world_size(),
+               parameter_count, model->flops_per_token(args.seq_length), runtime->world_size(),
                args.use_torch_fsdp2 ? mesh.describe() : std::string("no FSDP"), device.str());
   spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens",
                args.micro_batch_size, dp_size, accumulation, global_batch, args.seq_length);

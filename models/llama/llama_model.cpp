@@ -34,6 +34,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
 }
 
 at::Tensor LlamaModel::forward(const at::Tensor& ids) {
+  TORCH_CHECK(ids.dim() == 2, "LlamaModel expects token ids [batch, seq], got ", ids.sizes());
+  TORCH_CHECK(config_.max_position_embeddings <= 0 || ids.size(1) <= config_.max_position_embeddings,
+              "sequence of ", ids.size(1), " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
   at::Tensor h = (*embed_tokens_)(ids);
   for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(h);
   h = (*norm_)(h);

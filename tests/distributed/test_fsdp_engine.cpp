@@ -130,6 +130,28 @@ TEST(FSDPEngine, FrozenParametersAreGatheredButNeverReduced) {
   });
 }
 
+TEST(FSDPEngine, IgnoredParametersStayWholeWithAveragedGradients) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = std::make_shared<Stack>();
+    fsdp::FullyShardOptions options;
+    options.ignored_params = model->l1->parameters();
+    fsdp::fully_shard(*model->l0, mesh, options);
+    fsdp::fully_shard(*model, mesh, options);  // takes l2 and scale, leaves l1 alone
+    at::Tensor ignored = model->l1->named_parameters()["weight"];
+    EXPECT_EQ(fsdp::find_fsdp_param(ignored), nullptr);
+    EXPECT_EQ(ignored.sizes(), (std::vector<int64_t>{2, 5}));
+    loss_of((*model)(local_batch(mesh))).backward();
+    auto reference = reference_with_grads();
+    EXPECT_TRUE(ignored.grad().allclose(reference->l1->named_parameters()["weight"].grad(), 1e-5, 1e-6))
+        << "ignored parameters' gradients must be averaged over data-parallel ranks";
+    at::Tensor sharded = model->l2->named_parameters()["weight"];
+    const auto& layout = fsdp::find_fsdp_param(sharded)->layout();
+    at::Tensor expected = reference->l2->named_parameters()["weight"].grad().narrow(0, layout.first_row(rt.rank()), layout.rows_on(rt.rank()));
+    EXPECT_TRUE(sharded.grad().allclose(expected, 1e-5, 1e-6));
+  });
+}
+
 TEST(FSDPEngine, NoSyncAccumulatesUntilTheSyncingBackward) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);

@@ -117,9 +117,10 @@ TEST(TrainingCli, RecomputeGivesTheSameLosses) {
 
 TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
   const std::string flags =
-      "--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+      std::string("--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
       "--vocab-size 128 --seq-length 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 50 --log-interval 1 "
-      "--lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2";
+      "--lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2 --fsdp2-config-path ") +
+      write_file(testing::scratch_dir(), "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\noutput_dtype: fp32\n");
   TrainRun fp32 = train(2, flags);
   TrainRun bf16 = train(2, flags + " --bf16");
   ASSERT_EQ(fp32.losses.size(), 50u) << fp32.result.output;

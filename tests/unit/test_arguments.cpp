@@ -36,6 +36,7 @@ TEST(Arguments, ParsesMegatronFlags) {
   EXPECT_DOUBLE_EQ(a.lr, 3e-4);
   EXPECT_TRUE(a.bf16 && a.use_torch_fsdp2 && a.init_model_with_meta_device);
   EXPECT_EQ(gradient_accumulation_steps(a, 2), 2);
+  EXPECT_FALSE(parse({"--mock-data", "--bf16=false"}).bf16);
 }
 
 TEST(Arguments, RefusesBadInputNamingTheFlag) {
@@ -46,6 +47,7 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   EXPECT_NE(error_of({"--mock-data", "--lr-decay-style", "step"}).find("--lr-decay-style"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--bf16"}).find("--bf16 needs --use-torch-fsdp2"), std::string::npos);
   EXPECT_NE(error_of({}).find("--mock-data"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--distributed-timeout-minutes", "99999999999"}).find("--distributed-timeout-minutes"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
   auto a = parse({"--mock-data", "--micro-batch-size", "3", "--global-batch-size", "8"});
   try {
