@@ -27,14 +27,6 @@ void LlamaConfig::validate() const {
   require(rotary_base > 0, "--rotary-base must be positive");
 }
 
-int64_t LlamaConfig::parameter_count() const {
-  const int64_t h = hidden_size, d = head_dim();
-  const int64_t attention = h * (num_attention_heads * d) * 2 + h * (kv_heads() * d) * 2;
-  const int64_t mlp = 3 * h * ffn();
-  const int64_t layer = attention + mlp + 2 * h;
-  return vocab_size * h * (tie_embeddings ? 1 : 2) + num_layers * layer + h;
-}
-
 double LlamaConfig::flops_per_token(int64_t seq_length) const {
   const double h = static_cast<double>(hidden_size), d = static_cast<double>(head_dim());
   const double attention_proj = 2.0 * h * (num_attention_heads * d) * 2 + 2.0 * h * (kv_heads() * d) * 2;

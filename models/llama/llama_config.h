@@ -23,7 +23,6 @@ struct LlamaConfig {
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   // Throws std::invalid_argument naming the Megatron flag that is inconsistent.
   void validate() const;
-  int64_t parameter_count() const;
   // Training FLOPs per token (forward + backward = 3x forward matmuls, plus attention).
   double flops_per_token(int64_t seq_length) const;
 };
