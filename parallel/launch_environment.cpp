@@ -1,5 +1,6 @@
 #include "parallel/launch_environment.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
 
