@@ -24,7 +24,6 @@ class PendingCollective {
   PendingCollective() = default;
   PendingCollective(c10::intrusive_ptr<c10d::Work> work, std::function<void()> finish);
   void wait();
-  bool pending() const { return static_cast<bool>(work_) || static_cast<bool>(finish_); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;

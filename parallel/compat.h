@@ -23,12 +23,10 @@ namespace megacpp::parallel::compat {
 #if TORCH_VERSION_MAJOR >= 2
 using CommBackend = c10d::Backend;
 inline constexpr bool kGlooHasTensorCollectives = true;
-inline constexpr bool kHasScaledDotProductAttention = true;
 inline constexpr bool kCpuHalfMatmul = true;
 #else
 using CommBackend = c10d::ProcessGroup;
 inline constexpr bool kGlooHasTensorCollectives = false;
-inline constexpr bool kHasScaledDotProductAttention = false;
 inline constexpr bool kCpuHalfMatmul = false;  // 1.13 has no fp16 addmm on CPU
 #endif
 

@@ -41,7 +41,6 @@ class Module : public torch::nn::Module {
   void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void add_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
   void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
-  bool has_forward_wrapper() const { return static_cast<bool>(forward_wrapper_); }
 
   const std::vector<ParamSlot>& param_slots() const { return slots_; }
   // Points the slot's member and torch's parameter registry at `value`.

@@ -42,13 +42,8 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& o
       requires_grad_(original.requires_grad()) {
   torch::NoGradGuard no_grad;
   auto master_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  if (original.is_meta()) {
-    sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
-    needs_init_ = true;
-  } else {
-    sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
-    load_full(original);
-  }
+  sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
+  if (!original.is_meta()) load_full(original);
   sharded_.set_requires_grad(requires_grad_);
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
@@ -79,7 +74,6 @@ void FSDPParam::copy_out(const at::Tensor& gathered, int64_t offset) {
 
 void FSDPParam::free_unsharded() { free_storage(unsharded_writer_); }
 
-bool FSDPParam::unsharded_allocated() const { return storage_nbytes(unsharded_writer_) > 0; }
 
 void FSDPParam::point_modules_at_unsharded() {
   for (auto& use : uses_) use.module->set_compute_tensor(use.name, unsharded_);
@@ -135,7 +129,6 @@ void FSDPParam::load_full(const at::Tensor& full) {
   torch::NoGradGuard no_grad;
   const int rank = shard_group_.rank;
   sharded_.copy_(full.narrow(0, layout_.first_row(rank), layout_.rows_on(rank)));
-  needs_init_ = false;
 }
 
 }  // namespace megacpp::parallel::fsdp

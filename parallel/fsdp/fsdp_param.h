@@ -22,7 +22,7 @@ class FSDPParam {
 
   // `original` is the full parameter (on any device, meta included); the shard group's rank selects
   // this rank's chunk of it. When `original` is on the meta device the shard is allocated
-  // uninitialized and `needs_init()` is true.
+  // uninitialized (WeightInitMixin or a checkpoint fills it).
   FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& original,
             ShardLayout layout, const Group& shard_group, c10::Device device,
             at::ScalarType param_dtype);
@@ -33,8 +33,6 @@ class FSDPParam {
   const std::string& fqn() const { return fqn_; }
   const ShardLayout& layout() const { return layout_; }
   bool requires_grad() const { return requires_grad_; }
-  bool needs_init() const { return needs_init_; }
-  void mark_initialized() { needs_init_ = false; }
 
   const at::Tensor& sharded() const { return sharded_; }      // [rows_on(rank), *rest] fp32
   const at::Tensor& unsharded() const { return unsharded_; }  // [rows, *rest] param_dtype
@@ -45,7 +43,6 @@ class FSDPParam {
   // this parameter's columns starting at `offset`.
   void copy_out(const at::Tensor& gathered, int64_t offset);
   void free_unsharded();
-  bool unsharded_allocated() const;
 
   void point_modules_at_unsharded();
   void point_modules_at_sharded();
@@ -67,7 +64,6 @@ class FSDPParam {
   ShardLayout layout_;
   const Group& shard_group_;
   bool requires_grad_;
-  bool needs_init_ = false;
   at::Tensor sharded_;           // [rows_on(rank), *rest] fp32 master, the optimizer's tensor
   at::Tensor unsharded_padded_;  // [world * chunk_rows, *rest] param_dtype; Note [Freeing storage under autograd]
   at::Tensor unsharded_writer_;  // alias of unsharded_padded_ with its own version counter

@@ -21,7 +21,6 @@ class FSDPParamGroup {
   const std::string& name() const { return name_; }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
   bool has_trainable_params() const;
-  bool is_unsharded() const { return state_ == State::kUnsharded; }
 
   // Starts the all-gather of this group's shards (no-op if gathered or in flight).
   void unshard_async();

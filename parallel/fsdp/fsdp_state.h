@@ -19,11 +19,8 @@ class FSDPState {
   Module& module() const { return module_; }
   FSDPParamGroup* group() const { return group_.get(); }  // null if the module owns no parameters
   const FullyShardOptions& options() const { return options_; }
-  bool is_root() const { return is_root_; }
   void mark_not_root() { is_root_ = false; }
 
-  // Every state in this root's tree, pre-order (this one first). Root only.
-  const std::vector<FSDPState*>& tree() { lazy_init(); return tree_; }
 
   void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
   void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }

@@ -77,6 +77,12 @@ std::shared_ptr<Stack> reference_with_grads(int micro_steps = 1) {
   return reference;
 }
 
+// One forward/backward on this rank's part of the batch gives the reference's gradients.
+void expect_step_matches_reference(Stack& model, const parallel::DeviceMesh& mesh) {
+  loss_of(model(local_batch(mesh))).backward();
+  expect_grads_match(model, *reference_with_grads(), mesh);
+}
+
 void shard_layers_and_root(Stack& model, const parallel::DeviceMesh& mesh, const fsdp::FullyShardOptions& options = {}) {
   fsdp::fully_shard(*model.l0, mesh, options);
   fsdp::fully_shard(*model.l1, mesh, options);
@@ -109,8 +115,7 @@ TEST(FSDPEngine, HybridShardingMatchesUnsharded) {
     auto mesh = parallel::DeviceMesh::build(rt, 2);
     auto model = std::make_shared<Stack>();
     shard_layers_and_root(*model, mesh);
-    loss_of((*model)(local_batch(mesh))).backward();
-    expect_grads_match(*model, *reference_with_grads(), mesh);
+    expect_step_matches_reference(*model, mesh);
   });
 }
 
@@ -178,8 +183,7 @@ TEST(FSDPEngine, PrefetchAndNoReshardGiveTheSameGradients) {
       fsdp::set_modules_to_backward_prefetch(*model->l2, {model->l1.get(), model->l0.get()});
       for (int step = 0; step < 2; ++step) {  // a second step re-gathers after the first reshard
         for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-        loss_of((*model)(local_batch(mesh))).backward();
-        expect_grads_match(*model, *reference_with_grads(), mesh);
+        expect_step_matches_reference(*model, mesh);
       }
     }
   });
@@ -192,8 +196,7 @@ TEST(FSDPEngine, RecomputeGivesTheSameGradients) {
     parallel::enable_recompute(*model->l0);
     parallel::enable_recompute(*model->l1);
     shard_layers_and_root(*model, mesh);
-    loss_of((*model)(local_batch(mesh))).backward();
-    expect_grads_match(*model, *reference_with_grads(), mesh);
+    expect_step_matches_reference(*model, mesh);
   });
 }
 
