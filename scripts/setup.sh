@@ -6,14 +6,18 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
+  libpcre2-dev nlohmann-json3-dev
   libgtest-dev googletest
   python3 python3-numpy
+  fortunes  # the quickstart's English text (/usr/share/games/fortunes)
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node + npm run the GPT-2 reference encoder (tests/reference/gpt2); any install on PATH will do.
+command -v npm >/dev/null || missing+=(nodejs npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
