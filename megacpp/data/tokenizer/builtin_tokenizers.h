@@ -1,0 +1,18 @@
+// Constructors of the tokenizers build_tokenizer() hands out (private to megacpp/data/tokenizer).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "megacpp/data/tokenizer/tokenizer.h"
+
+namespace megacpp::data {
+
+std::unique_ptr<Tokenizer> make_byte_level_tokenizer();
+// Precondition (checked by build_tokenizer): vocab_size > 0.
+std::unique_ptr<Tokenizer> make_null_tokenizer(int64_t vocab_size);
+// Throws std::invalid_argument naming the file (as --vocab-file / --merge-file) at fault.
+std::unique_ptr<Tokenizer> make_gpt2_bpe_tokenizer(const std::string& vocab_file, const std::string& merge_file);
+
+}  // namespace megacpp::data

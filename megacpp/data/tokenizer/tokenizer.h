@@ -1,0 +1,44 @@
+// Tokenizers, as Megatron names them: GPT2BPETokenizer (OpenAI's GPT-2 byte-level BPE from
+// encoder.json + vocab.bpe), ByteLevelTokenizer (the 256 byte values, no files needed) and
+// NullTokenizer (pre-tokenized text: space-separated ids).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megacpp::data {
+
+// tokenize and detokenize are const and safe to call from several threads at once.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Any bytes, valid UTF-8 or not (NullTokenizer: std::invalid_argument naming a bad token).
+  // The end-of-document id is never produced: callers append eod() themselves.
+  virtual std::vector<int64_t> tokenize(std::string_view text) const = 0;
+  // Inverse of tokenize: detokenize(tokenize(t)) == t byte for byte (NullTokenizer: up to
+  // whitespace). An id outside [0, vocab_size()) throws std::out_of_range naming it.
+  virtual std::string detokenize(const std::vector<int64_t>& ids) const = 0;
+  // Number of ids the tokenizer can produce, the end-of-document id included.
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t eod() const = 0;
+  virtual std::string name() const = 0;
+};
+
+struct TokenizerOptions {
+  std::string type = "ByteLevelTokenizer";  // GPT2BPETokenizer | ByteLevelTokenizer | NullTokenizer
+  std::string vocab_file;                   // GPT2BPETokenizer: encoder.json
+  std::string merge_file;                   // GPT2BPETokenizer: vocab.bpe
+  int64_t vocab_size = 0;                   // NullTokenizer: ids are 0..vocab_size-1, eod = vocab_size
+};
+
+// Throws std::invalid_argument naming the flag (--tokenizer-type, --vocab-file, --merge-file,
+// --vocab-size) or the file at fault.
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
+
+// Megatron's padded vocabulary: vocab_size rounded up to a multiple of `divisible_by`.
+int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by);
+
+}  // namespace megacpp::data
