@@ -1,4 +1,5 @@
-// What fsdp2_config.yaml says (MindSpeed's keys), as FSDP2Mixin consumes it.
+// What fsdp2_config.yaml says (MindSpeed's keys, or ROLL's strategy_config names), as
+// FSDP2Mixin consumes it.
 #pragma once
 
 #include <string>
@@ -21,6 +22,27 @@ struct FSDP2Config {
   bool cast_forward_inputs = true;
   int num_to_forward_prefetch = 0;
   int num_to_backward_prefetch = 0;
+
+  // Wrapping by what a module is rather than where (ROLL's wrap_policy). FSDP2Mixin::
+  // resolve_module_classes turns these into sub_modules_to_wrap patterns with the model's
+  // module_classes(), input_embeddings_path() and output_layer_path().
+  std::vector<std::string> module_classes_to_wrap;  // class names, e.g. "LlamaDecoderLayer"
+  bool wrap_default_module_classes = false;         // every class module_classes() lists
+  bool wrap_embeddings = false;                     // the token embedding as its own group
+  bool wrap_lm_output = false;                      // the output layer as its own group
 };
+
+inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
+  return a.sharding_size == b.sharding_size && a.sub_modules_to_wrap == b.sub_modules_to_wrap &&
+         a.ignored_modules == b.ignored_modules && a.recompute_modules == b.recompute_modules &&
+         a.reshard_after_forward == b.reshard_after_forward && a.param_dtype == b.param_dtype &&
+         a.reduce_dtype == b.reduce_dtype && a.output_dtype == b.output_dtype &&
+         a.cast_forward_inputs == b.cast_forward_inputs && a.num_to_forward_prefetch == b.num_to_forward_prefetch &&
+         a.num_to_backward_prefetch == b.num_to_backward_prefetch &&
+         a.module_classes_to_wrap == b.module_classes_to_wrap &&
+         a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&
+         a.wrap_lm_output == b.wrap_lm_output;
+}
+inline bool operator!=(const FSDP2Config& a, const FSDP2Config& b) { return !(a == b); }
 
 }  // namespace megacpp::models

@@ -32,6 +32,70 @@ std::vector<std::string> ordered(const std::vector<std::string>& order, const st
 
 }  // namespace
 
+FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const {
+  FSDP2Config out = config;
+  out.module_classes_to_wrap.clear();
+  out.wrap_default_module_classes = false;
+  out.wrap_embeddings = false;
+  out.wrap_lm_output = false;
+  auto add = [&out](const std::string& pattern) {
+    auto& wrap = out.sub_modules_to_wrap;
+    if (std::find(wrap.begin(), wrap.end(), pattern) == wrap.end()) wrap.push_back(pattern);
+  };
+  const auto classes = module_classes();
+  std::vector<std::string> known;
+  for (auto& entry : classes) {
+    if (std::find(known.begin(), known.end(), entry.first) == known.end()) known.push_back(entry.first);
+  }
+  const std::string known_text = known.empty() ? std::string("none; name modules with sub_modules_to_wrap")
+                                               : fmt::format("{}", fmt::join(known, ", "));
+
+  if (config.wrap_embeddings) {
+    const std::string path = input_embeddings_path();
+    if (path.empty()) throw std::invalid_argument("wrap_embeddings: this model has no token embedding module to wrap");
+    add(path);
+  }
+  std::vector<std::string> names = config.module_classes_to_wrap;
+  if (config.wrap_default_module_classes) {
+    if (known.empty()) {
+      throw std::invalid_argument("wrap_policy: this model lists no module classes, so the default (wrap every "
+                                  "decoder layer class) does not apply; name the modules with sub_modules_to_wrap");
+    }
+    for (auto& name : known) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  for (auto& name : names) {
+    bool found = false;
+    for (auto& [class_name, pattern] : classes) {
+      if (class_name == name) {
+        add(pattern);
+        found = true;
+      }
+    }
+    if (!found) {
+      throw std::invalid_argument("wrap_policy.transformer_layer_cls_to_wrap: '" + name +
+                                  "' is not a module class of this model (known: " + known_text + ")");
+    }
+  }
+  if (config.wrap_lm_output) {
+    const std::string path = output_layer_path();
+    if (path.empty()) {
+      throw std::invalid_argument(
+          "wrap_lm_output: this model has no output layer module of its own (with tied embeddings the output "
+          "layer reads the token embedding's weight); untie them (--untie-embeddings-and-output-weights) or set "
+          "wrap_lm_output: false");
+    }
+    add(path);
+  }
+  if (!names.empty() || config.wrap_embeddings || config.wrap_lm_output) {
+    spdlog::info("fsdp2: wrap by class [{}]{}{} -> sub_modules_to_wrap [{}]", fmt::join(names, ", "),
+                 config.wrap_embeddings ? " + embeddings" : "", config.wrap_lm_output ? " + lm output" : "",
+                 fmt::join(out.sub_modules_to_wrap, ", "));
+  }
+  return out;
+}
+
 parallel::Module& FSDP2Mixin::self_module() {
   auto* module = dynamic_cast<parallel::Module*>(this);
   if (!module) throw std::logic_error("FSDP2Mixin must be mixed into a parallel::Module");
@@ -47,7 +111,8 @@ parallel::Module& FSDP2Mixin::module_at(const std::string& path) {
   throw std::invalid_argument("module '" + path + "' is not a megacpp parallel::Module and cannot be wrapped");
 }
 
-ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device) {
+ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& given, c10::Device device) {
+  const FSDP2Config config = resolve_module_classes(given);
   parallel::Module& root = self_module();
   std::vector<std::string> order;
   post_order(root, "", order);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -35,6 +36,24 @@ class FSDP2Mixin {
 
   // Paths of the modules wrapped as their own group, in forward order (after fully_shard).
   const std::vector<std::string>& wrapped_module_paths() const { return plan_.wrap_paths; }
+
+  // `config` with its by-class wrapping (module_classes_to_wrap, wrap_default_module_classes,
+  // wrap_embeddings, wrap_lm_output) turned into sub_modules_to_wrap patterns, those fields
+  // cleared. fully_shard applies it first. Throws std::invalid_argument for a class this model
+  // does not list (naming the ones it does) or a part it does not have.
+  FSDP2Config resolve_module_classes(const FSDP2Config& config) const;
+
+  // How this model's modules are named by class, for wrapping by class name (as ROLL's
+  // wrap_policy does with Hugging Face classes): pairs (class name, module pattern), e.g.
+  // {"LlamaDecoderLayer", "layers.{*}"}. A class may appear with several patterns. Every
+  // listed class is wrapped when wrap_default_module_classes is set (Hugging Face's
+  // _no_split_modules). Default: none.
+  virtual std::vector<std::pair<std::string, std::string>> module_classes() const { return {}; }
+  // Path of the token embedding module; empty when the model has none.
+  virtual std::string input_embeddings_path() const { return ""; }
+  // Path of the output layer module; empty when the model has none of its own (e.g. its weight
+  // is tied to the token embedding).
+  virtual std::string output_layer_path() const { return ""; }
 
  protected:
   // Applies recompute, then fully_shard on every wrapped module (post-order) and the root.

@@ -48,9 +48,9 @@ void LlamaModel::_fully_shard(const ShardingPlan& plan) {
     for (auto& path : plan.wrap_paths) {
       if (path == "embed_tokens") {
         throw std::invalid_argument(
-            "sub_modules_to_wrap: 'embed_tokens' cannot be its own group while embeddings and output weights "
-            "are tied (the output layer reads its weight after it would be freed); remove it or pass "
-            "--untie-embeddings-and-output-weights");
+            "sub_modules_to_wrap / wrap_embeddings: 'embed_tokens' cannot be its own group while embeddings and "
+            "output weights are tied (the output layer reads its weight after it would be freed); remove it or "
+            "pass --untie-embeddings-and-output-weights");
       }
     }
   }

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -37,6 +40,14 @@ class LlamaModel : public LanguageModel {
   const LlamaConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
+
+  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (LlamaForCausalLM's
+  // _no_split_modules); embed_tokens is the token embedding; lm_head (untied only) the output.
+  std::vector<std::pair<std::string, std::string>> module_classes() const override {
+    return {{"LlamaDecoderLayer", "layers.{*}"}};
+  }
+  std::string input_embeddings_path() const override { return "embed_tokens"; }
+  std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;

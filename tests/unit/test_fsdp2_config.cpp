@@ -1,11 +1,21 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <dirent.h>
+#include <map>
 #include <stdexcept>
 
+#include <torch/torch.h>
+
 #include "megacpp/config/fsdp2_config_yaml.h"
+#include "models/llama/llama_model.h"
+#include "parallel/device_mesh.h"
 
 namespace megacpp::config {
 namespace {
+
+using models::FSDP2Config;
+using Strings = std::vector<std::string>;
 
 std::string error_of(const std::string& yaml) {
   try {
@@ -14,6 +24,40 @@ std::string error_of(const std::string& yaml) {
     return e.what();
   }
   return "";
+}
+
+// A small Llama (2 layers) on the CPU, tied or untied.
+std::shared_ptr<models::LlamaModel> small_llama(bool tied = true) {
+  models::LlamaConfig config;
+  config.num_layers = 2;
+  config.hidden_size = 16;
+  config.num_attention_heads = 2;
+  config.vocab_size = 32;
+  config.tie_embeddings = tied;
+  return std::make_shared<models::LlamaModel>(config, torch::TensorOptions());
+}
+
+// fully_shard keeps a pointer to its mesh: one that outlives every model of these tests.
+const parallel::DeviceMesh& single_mesh() {
+  static const parallel::DeviceMesh mesh = parallel::DeviceMesh::single();
+  return mesh;
+}
+
+std::string describe(const FSDP2Config& c) {
+  auto list = [](const Strings& v) {
+    std::string out = "[";
+    for (auto& s : v) out += (out.size() > 1 ? ", " : "") + s;
+    return out + "]";
+  };
+  auto dtype = [](const c10::optional<c10::ScalarType>& t) { return t ? std::string(c10::toString(*t)) : "unset"; };
+  return "sharding_size=" + std::to_string(c.sharding_size) + " sub_modules_to_wrap=" + list(c.sub_modules_to_wrap) +
+         " ignored=" + list(c.ignored_modules) + " recompute=" + list(c.recompute_modules) +
+         " reshard=" + std::to_string(c.reshard_after_forward) + " param=" + dtype(c.param_dtype) +
+         " reduce=" + dtype(c.reduce_dtype) + " output=" + dtype(c.output_dtype) +
+         " cast=" + std::to_string(c.cast_forward_inputs) + " prefetch=" + std::to_string(c.num_to_forward_prefetch) +
+         "/" + std::to_string(c.num_to_backward_prefetch) + " classes=" + list(c.module_classes_to_wrap) +
+         " default_classes=" + std::to_string(c.wrap_default_module_classes) +
+         " wrap_embeddings=" + std::to_string(c.wrap_embeddings) + " wrap_lm_output=" + std::to_string(c.wrap_lm_output);
 }
 
 TEST(FSDP2ConfigYaml, ReadsMindSpeedKeys) {
@@ -41,6 +85,7 @@ num_to_backward_prefetch: 2
   EXPECT_FALSE(c.cast_forward_inputs);
   EXPECT_EQ(c.num_to_forward_prefetch, 1);
   EXPECT_EQ(c.num_to_backward_prefetch, 2);
+  EXPECT_FALSE(c.wrap_default_module_classes);  // a MindSpeed file wraps only what it names
 }
 
 TEST(FSDP2ConfigYaml, DefaultsForAbsentKeys) {
@@ -50,6 +95,9 @@ TEST(FSDP2ConfigYaml, DefaultsForAbsentKeys) {
   EXPECT_EQ(*c.param_dtype, c10::kBFloat16);
   EXPECT_EQ(c.sharding_size, -1);
   EXPECT_TRUE(parse_fsdp2_config("", "empty.yaml").sub_modules_to_wrap.empty());
+  // Keys both styles share do not make a file ROLL-style.
+  EXPECT_FALSE(parse_fsdp2_config("param_dtype: bf16\nreduce_dtype: fp32\n", "cfg.yaml").wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("reshard_after_forward: null\n", "cfg.yaml").reshard_after_forward);
 }
 
 TEST(FSDP2ConfigYaml, ErrorsNameTheFileAndKey) {
@@ -65,6 +113,249 @@ TEST(FSDP2ConfigYaml, ErrorsNameTheFileAndKey) {
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--fsdp2-config-path: cannot read '/nonexistent/fsdp2.yaml'"), std::string::npos);
+  }
+}
+
+TEST(RollStrategyConfig, ReadsRollKeys) {
+  auto c = parse_fsdp2_config(R"(
+fsdp_size: 4
+param_dtype: bf16
+reduce_dtype: float32
+reshard_after_forward: false
+offload_policy: false
+wrap_policy:
+  transformer_layer_cls_to_wrap: LlamaDecoderLayer
+  wrap_embeddings: true
+  wrap_lm_output: true
+  moe_experts: null
+apply_expert_patch: false
+apply_tiled_mlp: false
+tiled_num_shards: 4
+async_save_ckpt: false
+ulysses_size: 1
+)", "cfg.yaml");
+  EXPECT_EQ(c.sharding_size, 4);
+  EXPECT_EQ(*c.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(*c.reduce_dtype, c10::kFloat);
+  EXPECT_FALSE(c.reshard_after_forward);
+  EXPECT_EQ(c.module_classes_to_wrap, (Strings{"LlamaDecoderLayer"}));
+  EXPECT_FALSE(c.wrap_default_module_classes);
+  EXPECT_TRUE(c.wrap_embeddings);
+  EXPECT_TRUE(c.wrap_lm_output);
+  EXPECT_TRUE(c.sub_modules_to_wrap.empty());
+
+  // Without transformer_layer_cls_to_wrap ROLL wraps the model's decoder layer classes.
+  EXPECT_TRUE(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("wrap_policy:\n  wrap_embeddings: true\n", "cfg.yaml").wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n", "cfg.yaml").wrap_default_module_classes);
+  // ... unless the file names modules by path.
+  EXPECT_FALSE(parse_fsdp2_config("fsdp_size: 2\nsub_modules_to_wrap: [norm]\n", "cfg.yaml").wrap_default_module_classes);
+}
+
+TEST(RollStrategyConfig, ReadsStrategyNesting) {
+  const std::string keys = "fsdp_size: 2\nparam_dtype: bf16\nwrap_policy:\n  transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n";
+  auto indent = [](const std::string& text, const std::string& pad) {
+    std::string out = pad;
+    for (size_t i = 0; i < text.size(); ++i) out += text[i] == '\n' && i + 1 < text.size() ? "\n" + pad : std::string(1, text[i]);
+    return out;
+  };
+  const FSDP2Config flat = parse_fsdp2_config(keys, "cfg.yaml");
+  const FSDP2Config under_config = parse_fsdp2_config("strategy_config:\n" + indent(keys, "  "), "cfg.yaml");
+  const FSDP2Config under_args = parse_fsdp2_config(
+      "strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n" + indent(keys, "    "), "cfg.yaml");
+  EXPECT_EQ(flat.sharding_size, 2);
+  EXPECT_TRUE(flat == under_config) << describe(flat) << "\n" << describe(under_config);
+  EXPECT_TRUE(flat == under_args) << describe(flat) << "\n" << describe(under_args);
+  EXPECT_TRUE(flat == parse_fsdp2_config("strategy_name: fsdp2_infer\nstrategy_config:\n" + indent(keys, "  "), "cfg.yaml"));
+
+  // Errors inside the nesting name the key by its path.
+  EXPECT_NE(error_of("strategy_args:\n  strategy_config:\n    fsdp_size: x\n")
+                .find("cfg.yaml: key 'strategy_args.strategy_config.fsdp_size': expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_args:\n  strategy_name: megatron_train\n  strategy_config: {}\n")
+                .find("key 'strategy_args.strategy_name': megacpp reads FSDP2 strategies only"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_args:\n  strategy_name: fsdp2_train\n").find("key 'strategy_args.strategy_config': missing"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_args:\n  strategy_config: {}\nfsdp_size: 2\n").find("key 'fsdp_size': not allowed beside strategy_args"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_config: {}\nfsdp_size: 2\n").find("key 'fsdp_size': not allowed beside strategy_config"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_config: [1]\n").find("key 'strategy_config': expected a mapping"), std::string::npos);
+}
+
+TEST(RollStrategyConfig, OneSettingInBothSpellingsIsAnError) {
+  const std::string both_sizes = error_of("sharding_size: 2\nfsdp_size: 2\n");
+  EXPECT_NE(both_sizes.find("cfg.yaml: key 'fsdp_size': also given as 'sharding_size'"), std::string::npos) << both_sizes;
+  const std::string both_wraps = error_of("sub_modules_to_wrap: ['layers.{*}']\nwrap_policy:\n  wrap_embeddings: true\n");
+  EXPECT_NE(both_wraps.find("cfg.yaml: key 'wrap_policy': also given as 'sub_modules_to_wrap'"), std::string::npos) << both_wraps;
+  const std::string nested = error_of("strategy_config:\n  fsdp_size: 2\n  sharding_size: 2\n");
+  EXPECT_NE(nested.find("key 'strategy_config.fsdp_size': also given as 'strategy_config.sharding_size'"), std::string::npos) << nested;
+  // Different settings of the two styles may be combined.
+  auto c = parse_fsdp2_config("fsdp_size: 2\nnum_to_forward_prefetch: 1\nrecompute_modules: ['layers.{*}']\n", "cfg.yaml");
+  EXPECT_EQ(c.num_to_forward_prefetch, 1);
+  EXPECT_EQ(c.recompute_modules, (Strings{"layers.{*}"}));
+}
+
+TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
+  struct Case {
+    std::string yaml, key;
+  };
+  const std::vector<Case> cases = {
+      {"offload_policy: true\n", "offload_policy"},
+      {"wrap_policy:\n  moe_experts: [Qwen3MoeMLP]\n", "wrap_policy.moe_experts"},
+      {"wrap_policy:\n  moe_experts: Qwen3MoeMLP\n", "wrap_policy.moe_experts"},
+      {"apply_expert_patch: true\n", "apply_expert_patch"},
+      {"apply_tiled_mlp: true\n", "apply_tiled_mlp"},
+      {"tiled_num_shards: 8\n", "tiled_num_shards"},
+      {"ulysses_size: 2\n", "ulysses_size"},
+      {"async_save_ckpt: true\n", "async_save_ckpt"},
+      {"strategy_config:\n  offload_policy: true\n", "strategy_config.offload_policy"},
+      {"strategy_args:\n  strategy_config:\n    wrap_policy:\n      moe_experts: [E]\n",
+       "strategy_args.strategy_config.wrap_policy.moe_experts"},
+  };
+  for (const auto& c : cases) {
+    const std::string error = error_of(c.yaml);
+    EXPECT_NE(error.find("cfg.yaml: key '" + c.key + "': not supported in megacpp"), std::string::npos)
+        << c.yaml << " -> " << error;
+  }
+  // Their defaults (and false / null / empty) are accepted.
+  for (const std::string yaml : {"offload_policy: false\napply_expert_patch: false\napply_tiled_mlp: false\n"
+                                 "async_save_ckpt: false\nulysses_size: 1\ntiled_num_shards: 4\n",
+                                 "tiled_num_shards: 1\nwrap_policy:\n  moe_experts: []\n",
+                                 "offload_policy: null\nwrap_policy:\n  moe_experts: null\n"}) {
+    EXPECT_EQ(error_of(yaml), "") << yaml;
+  }
+  EXPECT_NE(error_of("ulysses_size: 0\n").find("key 'ulysses_size': must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("offload_policy: {pin_memory: true}\n").find("key 'offload_policy': expected true or false"), std::string::npos);
+}
+
+TEST(RollStrategyConfig, WrapPolicyErrors) {
+  EXPECT_NE(error_of("wrap_policy:\n  transformer_layer_cls_to_wrap: []\n")
+                .find("key 'wrap_policy.transformer_layer_cls_to_wrap': expected a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(error_of("wrap_policy:\n  wrap_layers: true\n").find("key 'wrap_policy.wrap_layers': unknown key"), std::string::npos);
+  EXPECT_NE(error_of("wrap_policy: [LlamaDecoderLayer]\n").find("key 'wrap_policy': expected a mapping"), std::string::npos);
+  EXPECT_NE(error_of("wrap_policy:\n  wrap_embeddings: yes please\n").find("key 'wrap_policy.wrap_embeddings': expected true or false"),
+            std::string::npos);
+}
+
+TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
+  auto tied = small_llama(true), untied = small_llama(false);
+  auto roll = parse_fsdp2_config("wrap_policy:\n  transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n  wrap_embeddings: true\n"
+                                 "  wrap_lm_output: true\n", "cfg.yaml");
+  auto resolved = untied->resolve_module_classes(roll);
+  EXPECT_EQ(resolved.sub_modules_to_wrap, (Strings{"embed_tokens", "layers.{*}", "lm_head"}));
+  EXPECT_TRUE(resolved.module_classes_to_wrap.empty());
+  EXPECT_FALSE(resolved.wrap_embeddings || resolved.wrap_lm_output || resolved.wrap_default_module_classes);
+  untied->fully_shard(single_mesh(), roll, torch::kCPU);
+  EXPECT_EQ(untied->wrapped_module_paths(), (Strings{"embed_tokens", "layers.0", "layers.1", "lm_head"}));
+
+  // ROLL's default: the model's decoder layers.
+  EXPECT_EQ(tied->resolve_module_classes(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml")).sub_modules_to_wrap,
+            (Strings{"layers.{*}"}));
+
+  auto error_of_resolving = [](models::LlamaModel& model, const std::string& yaml) -> std::string {
+    try {
+      model.fully_shard(single_mesh(), parse_fsdp2_config(yaml, "cfg.yaml"), torch::kCPU);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string unknown = error_of_resolving(*small_llama(), "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n");
+  EXPECT_NE(unknown.find("wrap_policy.transformer_layer_cls_to_wrap: 'Qwen3DecoderLayer' is not a module class of this "
+                         "model (known: LlamaDecoderLayer)"),
+            std::string::npos)
+      << unknown;
+  const std::string lm_output = error_of_resolving(*small_llama(true), "wrap_policy:\n  wrap_lm_output: true\n");
+  EXPECT_NE(lm_output.find("wrap_lm_output: this model has no output layer module of its own"), std::string::npos) << lm_output;
+  const std::string embeddings = error_of_resolving(*small_llama(true), "wrap_policy:\n  wrap_embeddings: true\n");
+  EXPECT_NE(embeddings.find("'embed_tokens' cannot be its own group while embeddings and output weights are tied"),
+            std::string::npos)
+      << embeddings;
+}
+
+std::string config_dir() { return std::string(MEGACPP_SOURCE_DIR) + "/configs/fsdp2"; }
+
+Strings yaml_files_in(const std::string& dir) {
+  Strings names;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return names;
+  while (dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0) names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// What every file in configs/fsdp2 says, once resolved against the Llama model.
+std::map<std::string, FSDP2Config> expected_configs() {
+  std::map<std::string, FSDP2Config> expected;
+  FSDP2Config layers;
+  layers.sub_modules_to_wrap = {"layers.{*}"};
+  layers.num_to_forward_prefetch = 1;
+  layers.num_to_backward_prefetch = 1;
+  expected["llama_layers.yaml"] = layers;
+
+  FSDP2Config roll = layers;
+  roll.num_to_forward_prefetch = roll.num_to_backward_prefetch = 0;
+  roll.param_dtype = roll.reduce_dtype = c10::kFloat;
+  expected["roll_strategy.yaml"] = roll;
+
+  FSDP2Config hsdp;
+  hsdp.sharding_size = 2;
+  hsdp.sub_modules_to_wrap = {"layers.{*}"};
+  hsdp.param_dtype = c10::kBFloat16;
+  hsdp.reduce_dtype = c10::kFloat;
+  expected["hsdp_bf16_roll.yaml"] = hsdp;
+  expected["hsdp_bf16_mindspeed.yaml"] = hsdp;
+  return expected;
+}
+
+TEST(RollStrategyConfig, EveryShippedConfigLoadsAndShardsTheModel) {
+  const Strings files = yaml_files_in(config_dir());
+  ASSERT_FALSE(files.empty()) << "no .yaml in " << config_dir();
+  const auto expected = expected_configs();
+  for (const auto& file : files) {
+    SCOPED_TRACE(file);
+    auto it = expected.find(file);
+    ASSERT_NE(it, expected.end()) << "configs/fsdp2/" << file << " has no expectation in expected_configs()";
+    const FSDP2Config loaded = load_fsdp2_config(config_dir() + "/" + file);
+    auto model = small_llama();
+    const FSDP2Config resolved = model->resolve_module_classes(loaded);
+    EXPECT_TRUE(resolved == it->second) << describe(resolved) << "\nexpected\n" << describe(it->second);
+    model->fully_shard(single_mesh(), loaded, torch::kCPU);
+    EXPECT_EQ(model->wrapped_module_paths(), (Strings{"layers.0", "layers.1"}));
+  }
+  for (const auto& item : expected) {
+    EXPECT_NE(std::find(files.begin(), files.end(), item.first), files.end()) << item.first << " is missing from configs/fsdp2";
+  }
+}
+
+TEST(RollStrategyConfig, RollAndMindSpeedFilesGiveTheSameConfig) {
+  auto model = small_llama(false);
+  auto resolve = [&](const std::string& yaml) { return model->resolve_module_classes(parse_fsdp2_config(yaml, "cfg.yaml")); };
+  auto load = [&](const std::string& file) { return model->resolve_module_classes(load_fsdp2_config(config_dir() + "/" + file)); };
+  struct Pair {
+    FSDP2Config roll, mindspeed;
+  };
+  const std::vector<Pair> pairs = {
+      {load("hsdp_bf16_roll.yaml"), load("hsdp_bf16_mindspeed.yaml")},
+      {load("roll_strategy.yaml"), resolve("sub_modules_to_wrap: ['layers.{*}']\nparam_dtype: fp32\nreduce_dtype: fp32\n")},
+      {resolve("strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n    fsdp_size: 4\n    param_dtype: bf16\n"
+               "    reduce_dtype: float32\n    reshard_after_forward: false\n    wrap_policy:\n"
+               "      transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n      wrap_embeddings: true\n"
+               "      wrap_lm_output: true\n"),
+       resolve("sharding_size: 4\nparam_dtype: bf16\nreduce_dtype: fp32\nreshard_after_forward: false\n"
+               "sub_modules_to_wrap: [embed_tokens, 'layers.{*}', lm_head]\n")},
+      {resolve("fsdp_size: 1\n"), resolve("sharding_size: 1\nsub_modules_to_wrap: ['layers.{*}']\n")},
+  };
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_TRUE(pairs[i].roll == pairs[i].mindspeed)
+        << "pair " << i << "\n" << describe(pairs[i].roll) << "\n" << describe(pairs[i].mindspeed);
   }
 }
 

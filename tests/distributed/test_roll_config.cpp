@@ -1,0 +1,101 @@
+// megacpp-train end to end with ROLL-style fsdp2 configs (configs/fsdp2/*): the same losses as
+// the equivalent MindSpeed-style config, and ROLL keys megacpp lacks refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "tests/support/distributed_test.h"
+
+namespace megacpp {
+namespace {
+
+const std::string kFlags =
+    "--mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
+    "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 "
+    "--micro-batch-size 2 --global-batch-size 8 --train-iters 6 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
+    "--use-torch-fsdp2";
+
+std::string shipped(const std::string& name) { return std::string(MEGACPP_SOURCE_DIR) + "/configs/fsdp2/" + name; }
+
+struct TrainRun {
+  testing::CommandResult result;
+  std::vector<double> losses;
+};
+
+TrainRun train_with(int ranks, const std::string& config, const std::string& extra = "") {
+  TrainRun run;
+  run.result = testing::run_command(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
+                                    " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + kFlags +
+                                    " --fsdp2-config-path " + config + " " + extra);
+  static const std::regex loss(R"(lm loss: ([0-9.]+E[-+][0-9]+))");
+  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), loss);
+       it != std::sregex_iterator(); ++it) {
+    run.losses.push_back(std::stod((*it)[1]));
+  }
+  return run;
+}
+
+void expect_same_losses(const TrainRun& mindspeed, const TrainRun& roll, double rtol) {
+  ASSERT_EQ(mindspeed.result.status, 0) << mindspeed.result.output;
+  ASSERT_EQ(roll.result.status, 0) << roll.result.output;
+  ASSERT_EQ(mindspeed.losses.size(), 6u) << mindspeed.result.output;
+  ASSERT_EQ(roll.losses.size(), mindspeed.losses.size()) << roll.result.output;
+  for (size_t i = 0; i < roll.losses.size(); ++i) {
+    EXPECT_LE(std::abs(roll.losses[i] - mindspeed.losses[i]), rtol * std::abs(mindspeed.losses[i]))
+        << "iteration " << i + 1 << ": ROLL config " << roll.losses[i] << " vs MindSpeed config " << mindspeed.losses[i];
+  }
+}
+
+TEST(RollConfig, SameLossesAsTheMindSpeedConfigOnTwoRanks) {
+  // roll_strategy.yaml is llama_layers.yaml in ROLL's strategy_args layout, without prefetch
+  // (which does not change the math).
+  TrainRun mindspeed = train_with(2, shipped("llama_layers.yaml"));
+  TrainRun roll = train_with(2, shipped("roll_strategy.yaml"));
+  expect_same_losses(mindspeed, roll, 1e-5);
+  EXPECT_NE(roll.result.output.find("wrap by class [LlamaDecoderLayer]"), std::string::npos) << roll.result.output;
+  EXPECT_NE(roll.result.output.find("wrap 2 module(s)"), std::string::npos) << roll.result.output;
+}
+
+TEST(RollConfig, SameLossesAsTheMindSpeedConfigUnderHsdpBf16) {
+  TrainRun mindspeed = train_with(4, shipped("hsdp_bf16_mindspeed.yaml"));
+  TrainRun roll = train_with(4, shipped("hsdp_bf16_roll.yaml"));
+  expect_same_losses(mindspeed, roll, 1e-6);
+  EXPECT_NE(roll.result.output.find("HSDP (ddp=2, fsdp=2)"), std::string::npos) << roll.result.output;
+  EXPECT_NE(roll.result.output.find("wrap 2 module(s)"), std::string::npos) << roll.result.output;
+}
+
+TEST(RollConfig, WhatMegacppLacksIsRefusedByName) {
+  const std::string dir = testing::scratch_dir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  struct Case {
+    std::string config, extra, message;
+  };
+  const std::vector<Case> cases = {
+      {write("offload.yaml", "strategy_config:\n  fsdp_size: 2\n  offload_policy: true\n"), "",
+       "key 'strategy_config.offload_policy': not supported in megacpp"},
+      {write("qwen3.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n"), "",
+       "'Qwen3DecoderLayer' is not a module class of this model (known: LlamaDecoderLayer)"},
+      {write("lm_output.yaml", "wrap_policy:\n  wrap_lm_output: true\n"), "",
+       "wrap_lm_output: this model has no output layer module of its own"},
+      {write("both.yaml", "fsdp_size: 2\nsharding_size: 2\n"), "", "key 'fsdp_size': also given as 'sharding_size'"},
+  };
+  for (const auto& c : cases) {
+    TrainRun run = train_with(1, c.config, c.extra);
+    EXPECT_NE(run.result.status, 0) << c.config;
+    EXPECT_NE(run.result.output.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n"
+                                                                     << run.result.output;
+  }
+  // With untied embeddings the output layer can be its own group.
+  TrainRun untied = train_with(1, cases[2].config, "--untie-embeddings-and-output-weights");
+  EXPECT_EQ(untied.result.status, 0) << untied.result.output;
+  EXPECT_NE(untied.result.output.find("sub_modules_to_wrap [layers.{*}, lm_head]"), std::string::npos)
+      << untied.result.output;
+}
+
+}  // namespace
+}  // namespace megacpp
