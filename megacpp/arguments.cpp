@@ -1,7 +1,9 @@
 #include "megacpp/arguments.h"
 
 #include <iostream>
+#include <algorithm>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 #include <cxxopts.hpp>
@@ -24,7 +26,8 @@ cxxopts::Options make_options() {
       ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<std::string>()->default_value("0"))
       ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
       ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<std::string>()->default_value("0"))
-      ("vocab-size", "vocabulary size", cxxopts::value<std::string>()->default_value("256"))
+      ("vocab-size", "NullTokenizer: ids 0..N-1 (the model's vocabulary is N + 1, padded)", cxxopts::value<std::string>()->default_value("0"))
+      ("make-vocab-size-divisible-by", "pad the model's vocabulary to a multiple of this", cxxopts::value<std::string>()->default_value("128"))
       ("norm-epsilon", "RMSNorm epsilon", cxxopts::value<std::string>()->default_value("1e-5"))
       ("rotary-base", "rotary embedding base", cxxopts::value<std::string>()->default_value("10000"))
       ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"))
@@ -44,8 +47,19 @@ cxxopts::Options make_options() {
       ("adam-eps", "AdamW epsilon", cxxopts::value<std::string>()->default_value("1e-8"))
       ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<std::string>()->default_value("1.0"))
       ("seed", "random seed", cxxopts::value<std::string>()->default_value("1234"))
-      ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)");
+  o.add_options("data")
+      ("mock-data", "synthetic token batches that depend only on the seed and sample index")
+      ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
+       cxxopts::value<std::string>()->default_value(""))
+      ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
+      ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer or NullTokenizer", cxxopts::value<std::string>()->default_value("ByteLevelTokenizer"))
+      ("vocab-file", "GPT2BPETokenizer: encoder.json", cxxopts::value<std::string>()->default_value(""))
+      ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""));
+  o.add_options("evaluation")
+      ("eval-interval", "iterations between validation runs", cxxopts::value<std::string>()->default_value("1000"))
+      ("eval-iters", "validation batches per run (0: no validation)", cxxopts::value<std::string>()->default_value("100"))
+      ("exit-interval", "stop after the iteration that is a multiple of this (0: never)", cxxopts::value<std::string>()->default_value("0"));
   o.add_options("parallel")
       ("use-torch-fsdp2", "shard parameters, gradients and optimizer state with FSDP2")
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
@@ -53,6 +67,9 @@ cxxopts::Options make_options() {
       ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"));
   o.add_options("logging")
       ("log-interval", "iterations between log lines", cxxopts::value<std::string>()->default_value("100"))
+      ("peak-tflops", "peak TFLOP/s of one device, to log model FLOPs utilization (MFU)", cxxopts::value<std::string>()->default_value("0"))
+      ("tensorboard-dir", "write TensorBoard event files here (rank 0)", cxxopts::value<std::string>()->default_value(""))
+      ("tensorboard-log-interval", "iterations between TensorBoard points", cxxopts::value<std::string>()->default_value("1"))
       ("dump-final-params", "after training, write the gathered fp32 parameters to this file (torch archive)",
        cxxopts::value<std::string>()->default_value(""))
       ("h,help", "print this help");
@@ -82,7 +99,14 @@ void validate(const TrainingArguments& a) {
   require(a.log_interval > 0, "--log-interval must be positive");
   require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
   require(a.init_method_std > 0, "--init-method-std must be positive");
-  require(a.mock_data, "no training data: pass --mock-data (real datasets are not supported yet)");
+  require(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
+                                                             : "no training data: pass --data-path PREFIX (or --mock-data)");
+  require(a.make_vocab_size_divisible_by > 0, "--make-vocab-size-divisible-by must be positive");
+  require(a.eval_interval > 0, "--eval-interval must be positive");
+  require(a.eval_iters >= 0, "--eval-iters must be >= 0 (0: no validation)");
+  require(a.exit_interval >= 0, "--exit-interval must be >= 0 (0: never)");
+  require(a.peak_tflops >= 0, "--peak-tflops must be >= 0 (0: unknown)");
+  require(a.tensorboard_log_interval > 0, "--tensorboard-log-interval must be positive");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(!a.bf16 || a.use_torch_fsdp2,
@@ -116,13 +140,37 @@ T number(const cxxopts::ParseResult& r, const std::string& flag) {
   return value;
 }
 
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream stream(text);
+  std::vector<std::string> words;
+  for (std::string w; stream >> w;) words.push_back(w);
+  return words;
+}
+
+// Megatron's --data-path takes several words ("0.7 A 0.3 B"); cxxopts takes one value per
+// flag, so the words up to the next flag are joined into that one value here.
+std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    out.emplace_back(argv[i]);
+    if (out.back() != "--data-path") continue;
+    std::string joined;
+    while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) joined += (joined.empty() ? "" : " ") + std::string(argv[++i]);
+    out.push_back(joined);
+  }
+  return out;
+}
+
 }  // namespace
 
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
   cxxopts::Options options = make_options();
   cxxopts::ParseResult r;
+  const std::vector<std::string> words = join_multi_word_flags(argc, argv);
+  std::vector<const char*> joined_argv;
+  for (const auto& w : words) joined_argv.push_back(w.c_str());
   try {
-    r = options.parse(argc, argv);
+    r = options.parse(static_cast<int>(joined_argv.size()), joined_argv.data());
   } catch (const cxxopts::exceptions::exception& e) {
     throw std::invalid_argument(e.what());
   }
@@ -139,7 +187,8 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.model.ffn_hidden_size = number<int64_t>(r, "ffn-hidden-size");
   a.model.num_attention_heads = number<int64_t>(r, "num-attention-heads");
   a.model.num_query_groups = number<int64_t>(r, "num-query-groups");
-  a.model.vocab_size = number<int64_t>(r, "vocab-size");
+  a.tokenizer.vocab_size = number<int64_t>(r, "vocab-size");
+  a.make_vocab_size_divisible_by = number<int64_t>(r, "make-vocab-size-divisible-by");
   a.model.norm_epsilon = number<double>(r, "norm-epsilon");
   a.model.rotary_base = number<double>(r, "rotary-base");
   a.model.tie_embeddings = !r["untie-embeddings-and-output-weights"].as<bool>();
@@ -162,14 +211,31 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.clip_grad = number<double>(r, "clip-grad");
   a.seed = number<uint64_t>(r, "seed");
   a.mock_data = r["mock-data"].as<bool>();
+  a.data_path = split_words(r["data-path"].as<std::string>());
+  a.split = r["split"].as<std::string>();
+  a.tokenizer.type = r["tokenizer-type"].as<std::string>();
+  a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
+  a.tokenizer.merge_file = r["merge-file"].as<std::string>();
+  a.eval_interval = number<int64_t>(r, "eval-interval");
+  a.eval_iters = number<int64_t>(r, "eval-iters");
+  a.exit_interval = number<int64_t>(r, "exit-interval");
   a.bf16 = r["bf16"].as<bool>();
   a.use_torch_fsdp2 = r["use-torch-fsdp2"].as<bool>();
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
   a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
   a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
   a.log_interval = number<int64_t>(r, "log-interval");
+  a.peak_tflops = number<double>(r, "peak-tflops");
+  a.tensorboard_dir = r["tensorboard-dir"].as<std::string>();
+  a.tensorboard_log_interval = number<int64_t>(r, "tensorboard-log-interval");
   a.dump_final_params = r["dump-final-params"].as<std::string>();
+  if (a.tokenizer.type != "NullTokenizer" && a.tokenizer.vocab_size != 0) {
+    throw std::invalid_argument("--vocab-size is for NullTokenizer; " + a.tokenizer.type + " has its own vocabulary");
+  }
+  a.model.vocab_size = 1;  // the real size comes from the tokenizer, once the flags are known good
   validate(a);
+  a.tokenizer_vocab_size = data::build_tokenizer(a.tokenizer)->vocab_size();
+  a.model.vocab_size = data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
   return a;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "megacpp/data/tokenizer/tokenizer.h"
 #include "models/llama/llama_config.h"
 
 namespace megacpp {
@@ -31,7 +32,16 @@ struct TrainingArguments {
   double clip_grad = 1.0;
   // data
   bool mock_data = false;
+  std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."
+  std::string split = "969,30,1";
+  data::TokenizerOptions tokenizer;
+  int64_t make_vocab_size_divisible_by = 128;
+  int64_t tokenizer_vocab_size = 0;  // set by parse_arguments; the model's is this, padded
   uint64_t seed = 1234;
+  // evaluation and stopping
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  int64_t exit_interval = 0;  // 0: never
   // precision and parallelism
   bool bf16 = false;
   bool use_torch_fsdp2 = false;
@@ -40,10 +50,14 @@ struct TrainingArguments {
   int distributed_timeout_minutes = 10;
   // logging and outputs
   int64_t log_interval = 100;
+  double peak_tflops = 0;  // per device; 0: unknown, no MFU
+  std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;
   std::string dump_final_params;
 };
 
-// Parses argv (argv[0] is the program). Throws std::invalid_argument naming the flag for an
+// Parses argv (argv[0] is the program). The tokenizer is built once to size the model's
+// vocabulary (Megatron's padded vocab), so a bad tokenizer file is reported here. Throws std::invalid_argument naming the flag for an
 // unknown flag, a malformed value or an inconsistent combination. `help` is set and usage
 // printed to stdout for --help.
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help = nullptr);

@@ -1,6 +1,7 @@
 #include "megacpp/training/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <unordered_set>
@@ -9,10 +10,13 @@
 #include <torch/torch.h>
 
 #include "megacpp/config/fsdp2_config_yaml.h"
+#include "megacpp/data/dataset_builder.h"
+#include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/logging.h"
 #include "megacpp/training/lr_schedule.h"
 #include "megacpp/training/memory_report.h"
-#include "megacpp/training/mock_data.h"
+#include "megacpp/training/log_lines.h"
+#include "megacpp/training/training_data.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
 #include "parallel/compat.h"
@@ -62,16 +66,34 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
-std::string iteration_line(int64_t it, int64_t iters, int64_t consumed, double ms, double lr, int64_t global_batch,
-                           double loss, double grad_norm, double tokens_per_second) {
-  char line[512];
-  std::snprintf(line, sizeof(line),
-                " iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                "learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.3f | "
-                "tokens per second: %.1f |",
-                static_cast<long long>(it), static_cast<long long>(iters), static_cast<long long>(consumed), ms, lr,
-                static_cast<long long>(global_batch), loss, grad_norm, tokens_per_second);
-  return line;
+// Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1].
+at::Tensor language_model_loss(models::LanguageModel& model, const at::Tensor& tokens, int64_t seq_length) {
+  at::Tensor input = tokens.narrow(1, 0, seq_length), labels = tokens.narrow(1, 1, seq_length);
+  at::Tensor logits = model(input);  // [micro, seq, vocab]
+  return torch::cross_entropy_loss(logits.to(torch::kFloat).view({-1, model.vocab_size()}), labels.reshape({-1}));
+}
+
+// Mean over ranks of a per-rank value (every rank gets the result).
+double average_over_ranks(const parallel::Group& group, double value, const c10::Device& device) {
+  at::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  parallel::all_reduce(group, t, parallel::ReduceOp::kAvg).wait();
+  return t.item<double>();
+}
+
+// Megatron's evaluate(): `iters` global batches from `consumed` on, no gradients, loss
+// averaged over micro-batches and ranks.
+double evaluate(models::LanguageModel& model, const data::SampleSource& source, int64_t consumed, int64_t iters,
+                int64_t accumulation, const BatchSlice& slice, int64_t global_batch, const TrainingArguments& args,
+                parallel::DistributedRuntime& runtime) {
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int64_t m = 0; m < accumulation; ++m) {
+      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice).to(runtime.device());
+      sum += language_model_loss(model, tokens, args.seq_length).item<double>();
+    }
+  }
+  return average_over_ranks(runtime.world(), sum / static_cast<double>(iters * accumulation), runtime.device());
 }
 
 void dump_parameters(torch::nn::Module& model, const std::string& path, int rank) {
@@ -134,16 +156,52 @@ int run_training(const TrainingArguments& args) {
   auto optimizer = make_optimizer(args, params);
   LearningRateSchedule schedule(args.lr, args.min_lr, args.lr_warmup_iters,
                                 args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters, args.lr_decay_style);
-  MockDataset data(model->vocab_size(), args.seq_length, args.seed);
+  const TrainingData data = build_training_data(args, global_batch);
+  const BatchSlice slice{args.micro_batch_size, dp_rank, dp_size};
+  const double flops_per_token = model->flops_per_token(args.seq_length);
 
-  spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} FLOPs/token | {} ranks, {} | device {}", args.model_type,
-               parameter_count, model->flops_per_token(args.seq_length), runtime->world_size(),
+  spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} training FLOPs/token, vocabulary {} ({} padded to {}) | "
+               "{} ranks, {} | device {}",
+               args.model_type, parameter_count, flops_per_token, args.tokenizer.type,
+               args.tokenizer_vocab_size, model->vocab_size(), runtime->world_size(),
                args.use_torch_fsdp2 ? mesh.describe() : std::string("no FSDP"), device.str());
-  spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens",
-               args.micro_batch_size, dp_size, accumulation, global_batch, args.seq_length);
+  spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens", args.micro_batch_size,
+               dp_size, accumulation, global_batch, args.seq_length);
+  for (const auto& line : data.summary) spdlog::info("data: {}", line);
+  spdlog::info("samples: train {}, validation {}, test {} (split {})", data.samples_needed[data::kTrain],
+               data.samples_needed[data::kValid], data.samples_needed[data::kTest], args.split);
 
+  std::unique_ptr<metrics::TensorBoardWriter> tensorboard;
+  if (!args.tensorboard_dir.empty() && runtime->rank() == 0) {
+    tensorboard = std::make_unique<metrics::TensorBoardWriter>(args.tensorboard_dir);
+    spdlog::info("tensorboard: writing {}", tensorboard->path());
+  }
+  auto validate = [&](int64_t split, int64_t consumed, const std::string& where, int64_t step) {
+    const double loss = evaluate(*model, *data.splits[split], consumed, args.eval_iters, accumulation, slice, global_batch,
+                                 args, *runtime);
+    if (runtime->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    if (tensorboard) {
+      const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
+      tensorboard->add_scalar(tag, loss, step);
+      tensorboard->add_scalar(tag + " ppl", std::exp(std::min(20.0, loss)), step);
+      tensorboard->flush();
+    }
+  };
+
+  auto throughput = [&](double ms) {
+    IterationStats stats;
+    stats.ms_per_iteration = ms;
+    stats.tokens_per_second = static_cast<double>(global_batch * args.seq_length) / (ms / 1000.0);
+    stats.tokens_per_second_per_rank = stats.tokens_per_second / runtime->world_size();
+    stats.tflops_per_rank = stats.tokens_per_second_per_rank * flops_per_token / 1e12;
+    stats.mfu = args.peak_tflops > 0 ? stats.tflops_per_rank / args.peak_tflops : -1;
+    return stats;
+  };
+
+  int64_t consumed_train = 0, consumed_valid = 0;
   double interval_loss = 0, interval_ms = 0;
   int64_t interval_iters = 0;
+  bool exited_early = false;
   for (int64_t it = 1; it <= args.train_iters; ++it) {
     const auto start = Clock::now();
     const double lr = schedule.at(it);
@@ -151,29 +209,43 @@ int run_training(const TrainingArguments& args) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
-      const int64_t first = (it - 1) * global_batch + dp_rank * args.micro_batch_size * accumulation + m * args.micro_batch_size;
-      at::Tensor tokens = data.batch(first, args.micro_batch_size).to(device);  // [micro, seq + 1]
-      at::Tensor input = tokens.narrow(1, 0, args.seq_length), labels = tokens.narrow(1, 1, args.seq_length);
+      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice).to(device);
       if (args.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model, m == accumulation - 1);
-      at::Tensor logits = (*model)(input);  // [micro, seq, vocab]
-      at::Tensor loss = torch::cross_entropy_loss(logits.to(torch::kFloat).view({-1, model->vocab_size()}), labels.reshape({-1}));
+      at::Tensor loss = language_model_loss(*model, tokens, args.seq_length);
       (loss / static_cast<double>(accumulation)).backward();
       loss_sum += loss.item<double>();
     }
-    at::Tensor loss_mean = torch::full({1}, loss_sum / accumulation, torch::TensorOptions().dtype(torch::kDouble).device(device));
-    parallel::all_reduce(runtime->world(), loss_mean, parallel::ReduceOp::kAvg).wait();
+    const double loss = average_over_ranks(runtime->world(), loss_sum / accumulation, device);
     const double grad_norm = parallel::fsdp::clip_grad_norm(params, args.clip_grad, mesh);
     optimizer->step();
+    consumed_train += global_batch;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 
-    interval_loss += loss_mean.item<double>();
+    IterationStats stats = throughput(ms);
+    if (tensorboard && it % args.tensorboard_log_interval == 0) {
+      tensorboard->add_scalar("lm loss", loss, it);
+      tensorboard->add_scalar("learning-rate", lr, it);
+      tensorboard->add_scalar("grad-norm", grad_norm, it);
+      tensorboard->add_scalar("throughput/tokens-per-second", stats.tokens_per_second, it);
+      tensorboard->add_scalar("throughput/tflops-per-rank", stats.tflops_per_rank, it);
+      const MemoryReport memory = measure_memory(params, *optimizer, device);
+      tensorboard->add_scalar("memory/peak-mb", memory.peak_mb, it);
+      tensorboard->add_scalar("memory/state-mb", memory.sharded_params_mb + memory.sharded_grads_mb + memory.optimizer_state_mb, it);
+    }
+    interval_loss += loss;
     interval_ms += ms;
     ++interval_iters;
     if (it % args.log_interval == 0 || it == args.train_iters) {
-      const double avg_ms = interval_ms / interval_iters;
-      spdlog::info(iteration_line(it, args.train_iters, it * global_batch, avg_ms, lr, global_batch,
-                                  interval_loss / interval_iters, grad_norm,
-                                  global_batch * args.seq_length / (avg_ms / 1000.0)));
+      stats = throughput(interval_ms / interval_iters);
+      stats.iteration = it;
+      stats.train_iters = args.train_iters;
+      stats.consumed_samples = consumed_train;
+      stats.global_batch = global_batch;
+      stats.learning_rate = lr;
+      stats.loss = interval_loss / interval_iters;
+      stats.grad_norm = grad_norm;
+      spdlog::info(iteration_line(stats));
+      if (tensorboard) tensorboard->flush();
       interval_loss = interval_ms = 0;
       interval_iters = 0;
     }
@@ -181,6 +253,19 @@ int run_training(const TrainingArguments& args) {
       std::printf("%s\n", measure_memory(params, *optimizer, device).format(runtime->rank()).c_str());
       std::fflush(stdout);
     }
+    if (data.splits[data::kValid] && args.eval_iters > 0 && it % args.eval_interval == 0) {
+      validate(data::kValid, consumed_valid, "iteration " + std::to_string(it), it);
+      consumed_valid += args.eval_iters * global_batch;
+    }
+    if (args.exit_interval > 0 && it % args.exit_interval == 0) {
+      spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args.exit_interval);
+      exited_early = true;
+      break;
+    }
+  }
+  if (!exited_early && args.eval_iters > 0) {
+    if (data.splits[data::kValid]) validate(data::kValid, consumed_valid, "the end of training for val data", args.train_iters);
+    if (data.splits[data::kTest]) validate(data::kTest, 0, "the end of training for test data", args.train_iters);
   }
   if (!args.dump_final_params.empty()) dump_parameters(*model, args.dump_final_params, runtime->rank());
   runtime->barrier();

@@ -16,7 +16,7 @@ namespace {
 
 const std::string kBaseFlags =
     "--mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
-    "--ffn-hidden-size 62 --vocab-size 127 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
+    "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
     "--train-iters 10 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 --untie-embeddings-and-output-weights";
 
 struct TrainRun {
@@ -118,7 +118,7 @@ TEST(TrainingCli, RecomputeGivesTheSameLosses) {
 TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
   const std::string flags =
       std::string("--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
-      "--vocab-size 128 --seq-length 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 50 --log-interval 1 "
+      "--tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 50 --log-interval 1 "
       "--lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2 --fsdp2-config-path ") +
       write_file(testing::scratch_dir(), "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\noutput_dtype: fp32\n");
   TrainRun fp32 = train(2, flags);
@@ -133,7 +133,7 @@ TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
 
 TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
   const std::string flags =
-      "--mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --vocab-size 1000 --seq-length 8 "
+      "--mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --tokenizer-type NullTokenizer --vocab-size 999 --eval-iters 0 --seq-length 8 "
       "--train-iters 1 --log-interval 1 --use-torch-fsdp2 --global-batch-size 4";
   TrainRun one = train(1, flags);
   TrainRun four = train(4, flags);

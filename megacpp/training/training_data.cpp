@@ -1,0 +1,42 @@
+#include "megacpp/training/training_data.h"
+
+#include <torch/torch.h>
+
+#include "megacpp/data/dataset_builder.h"
+#include "megacpp/data/mock_dataset.h"
+
+namespace megacpp::training {
+
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch) {
+  TrainingData result;
+  const std::array<double, 3> split = data::parse_split(args.split);
+  const int64_t evaluations = args.train_iters / args.eval_interval + 1;  // every interval and at the end
+  result.samples_needed[data::kTrain] = args.train_iters * global_batch;
+  result.samples_needed[data::kValid] = split[data::kValid] > 0 ? evaluations * args.eval_iters * global_batch : 0;
+  result.samples_needed[data::kTest] = split[data::kTest] > 0 ? args.eval_iters * global_batch : 0;
+  if (args.mock_data) {
+    const int64_t vocab = args.tokenizer_vocab_size;
+    for (int s = 0; s < 3; ++s) {
+      if (result.samples_needed[s] == 0) continue;
+      // Each split its own seed, so validation never repeats training samples.
+      result.splits[s] = std::make_shared<data::MockDataset>(vocab, args.seq_length + 1, args.seed + static_cast<uint64_t>(s),
+                                                             result.samples_needed[s]);
+    }
+    result.summary.push_back("mock data: arithmetic progressions over " + std::to_string(vocab) + " token ids");
+    return result;
+  }
+  data::DatasetSplits built = data::build_gpt_datasets(data::parse_data_blend(args.data_path), split, result.samples_needed,
+                                                       args.seq_length, args.seed);
+  result.splits = built.splits;
+  result.summary = built.summary;
+  return result;
+}
+
+at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice) {
+  at::Tensor tokens = torch::empty({slice.micro_batch_size, source.sample_length()}, torch::kLong);
+  const int64_t first = consumed + (micro * slice.dp_size + slice.dp_rank) * slice.micro_batch_size;
+  for (int64_t i = 0; i < slice.micro_batch_size; ++i) source.sample(first + i, tokens[i].data_ptr<int64_t>());
+  return tokens;
+}
+
+}  // namespace megacpp::training

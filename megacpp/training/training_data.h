@@ -1,0 +1,40 @@
+// The data side of a training run: the train / validation / test sample sources built from
+// the flags, and which samples of a global batch this data-parallel rank reads.
+//
+// The position in the data is one number, the samples consumed so far; global batch g covers
+// samples [consumed, consumed + global_batch) of the (already shuffled) sample stream. As in
+// Megatron's pretraining sampler, micro-batch m of data-parallel rank r holds samples
+// consumed + (m * dp + r) * micro + [0, micro), so no rank reads another's samples.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "megacpp/arguments.h"
+#include "megacpp/data/sample_source.h"
+
+namespace megacpp::training {
+
+struct TrainingData {
+  std::array<std::shared_ptr<const data::SampleSource>, 3> splits;  // train, validation, test (null: none)
+  std::array<int64_t, 3> samples_needed{0, 0, 0};
+  std::vector<std::string> summary;
+};
+
+// Builds the datasets (real or --mock-data) sized for the whole run.
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch);
+
+struct BatchSlice {
+  int64_t micro_batch_size;
+  int dp_rank, dp_size;
+};
+
+// Tokens [micro, sample_length] (int64, CPU) of micro-batch `micro` of the global batch that
+// starts at sample `consumed`.
+at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice);
+
+}  // namespace megacpp::training
