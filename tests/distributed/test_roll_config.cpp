@@ -2,11 +2,7 @@
 // the equivalent MindSpeed-style config, and ROLL keys megacpp lacks refused by name.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <fstream>
-#include <regex>
-
-#include "tests/support/distributed_test.h"
+#include "tests/support/train_run.h"
 
 namespace megacpp {
 namespace {
@@ -19,33 +15,15 @@ const std::string kFlags =
 
 std::string shipped(const std::string& name) { return std::string(MEGACPP_SOURCE_DIR) + "/configs/fsdp2/" + name; }
 
-struct TrainRun {
-  testing::CommandResult result;
-  std::vector<double> losses;
-};
-
-TrainRun train_with(int ranks, const std::string& config, const std::string& extra = "") {
-  TrainRun run;
-  run.result = testing::run_command(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
-                                    " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + kFlags +
-                                    " --fsdp2-config-path " + config + " " + extra);
-  static const std::regex loss(R"(lm loss: ([0-9.]+E[-+][0-9]+))");
-  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), loss);
-       it != std::sregex_iterator(); ++it) {
-    run.losses.push_back(std::stod((*it)[1]));
-  }
-  return run;
+testing::TrainRun train_with(int ranks, const std::string& config, const std::string& extra = "") {
+  return testing::train(ranks, kFlags + " --fsdp2-config-path " + config + " " + extra);
 }
 
+using testing::TrainRun;
+
 void expect_same_losses(const TrainRun& mindspeed, const TrainRun& roll, double rtol) {
-  ASSERT_EQ(mindspeed.result.status, 0) << mindspeed.result.output;
-  ASSERT_EQ(roll.result.status, 0) << roll.result.output;
   ASSERT_EQ(mindspeed.losses.size(), 6u) << mindspeed.result.output;
-  ASSERT_EQ(roll.losses.size(), mindspeed.losses.size()) << roll.result.output;
-  for (size_t i = 0; i < roll.losses.size(); ++i) {
-    EXPECT_LE(std::abs(roll.losses[i] - mindspeed.losses[i]), rtol * std::abs(mindspeed.losses[i]))
-        << "iteration " << i + 1 << ": ROLL config " << roll.losses[i] << " vs MindSpeed config " << mindspeed.losses[i];
-  }
+  testing::expect_same_losses(mindspeed, roll, "ROLL config vs MindSpeed config", rtol);
 }
 
 TEST(RollConfig, SameLossesAsTheMindSpeedConfigOnTwoRanks) {
@@ -68,10 +46,7 @@ TEST(RollConfig, SameLossesAsTheMindSpeedConfigUnderHsdpBf16) {
 
 TEST(RollConfig, WhatMegacppLacksIsRefusedByName) {
   const std::string dir = testing::scratch_dir();
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-    return dir + "/" + name;
-  };
+  auto write = [&](const std::string& name, const std::string& text) { return testing::write_file(dir, name, text); };
   struct Case {
     std::string config, extra, message;
   };

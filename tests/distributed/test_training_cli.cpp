@@ -5,11 +5,10 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
-#include <regex>
 
 #include <torch/torch.h>
 
-#include "tests/support/distributed_test.h"
+#include "tests/support/train_run.h"
 
 namespace megacpp {
 namespace {
@@ -19,47 +18,15 @@ const std::string kBaseFlags =
     "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
     "--train-iters 10 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 --untie-embeddings-and-output-weights";
 
-struct TrainRun {
-  testing::CommandResult result;
-  std::vector<double> losses;
-  std::vector<double> memory_mb;  // per rank: params + grads + optimizer state
-};
-
-TrainRun train(int ranks, const std::string& flags) {
-  const std::string command = std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
-                              " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + flags;
-  TrainRun run;
-  run.result = testing::run_command(command);
-  static const std::regex loss(R"(lm loss: ([0-9.]+E[-+][0-9]+))");
-  static const std::regex memory(R"(\[rank \d+\] memory \(MB\) \| sharded params: ([0-9.]+) \| sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
-  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), loss); it != std::sregex_iterator(); ++it) {
-    run.losses.push_back(std::stod((*it)[1]));
-  }
-  for (auto it = std::sregex_iterator(run.result.output.begin(), run.result.output.end(), memory); it != std::sregex_iterator(); ++it) {
-    run.memory_mb.push_back(std::stod((*it)[1]) + std::stod((*it)[2]) + std::stod((*it)[3]));
-  }
-  return run;
-}
-
-std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using testing::expect_same_losses;
+using testing::train;
+using testing::TrainRun;
+using testing::write_file;
 
 c10::Dict<std::string, at::Tensor> load_params(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return c10::impl::toTypedDict<std::string, at::Tensor>(torch::pickle_load(bytes).toGenericDict());
-}
-
-void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol) {
-  ASSERT_EQ(run.result.status, 0) << what << "\n" << run.result.output;
-  ASSERT_EQ(run.losses.size(), reference.losses.size()) << what << "\n" << run.result.output;
-  for (size_t i = 0; i < run.losses.size(); ++i) {
-    EXPECT_LE(std::abs(run.losses[i] - reference.losses[i]), rtol * std::abs(reference.losses[i]))
-        << what << ": iteration " << i + 1 << " loss " << run.losses[i] << " vs " << reference.losses[i];
-  }
 }
 
 void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what) {

@@ -1,0 +1,55 @@
+#include "tests/support/train_run.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+namespace megacpp::testing {
+
+TrainRun train(int ranks, const std::string& flags) {
+  const std::string command = std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
+                              " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + flags;
+  TrainRun run;
+  run.result = run_command(command);
+  const std::string& out = run.result.output;
+  static const std::regex loss(R"(\| lm loss: ([0-9.]+E[-+][0-9]+))");
+  static const std::regex validation(R"(validation loss at ([^|]*[^ |]) \| lm loss value: ([0-9.]+E[-+][0-9]+))");
+  static const std::regex memory(
+      R"(\[rank \d+\] memory \(MB\) \| sharded params: ([0-9.]+) \| sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), loss); it != std::sregex_iterator(); ++it) {
+    run.losses.push_back(std::stod((*it)[1]));
+  }
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), validation); it != std::sregex_iterator(); ++it) {
+    run.validation.emplace_back((*it)[1], std::stod((*it)[2]));
+  }
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), memory); it != std::sregex_iterator(); ++it) {
+    run.memory_mb.push_back(std::stod((*it)[1]) + std::stod((*it)[2]) + std::stod((*it)[3]));
+  }
+  return run;
+}
+
+void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol) {
+  ASSERT_EQ(run.result.status, 0) << what << "\n" << run.result.output;
+  ASSERT_EQ(run.losses.size(), reference.losses.size()) << what << "\n" << run.result.output;
+  for (size_t i = 0; i < run.losses.size(); ++i) {
+    EXPECT_LE(std::abs(run.losses[i] - reference.losses[i]), rtol * std::abs(reference.losses[i]))
+        << what << ": iteration " << i + 1 << " loss " << run.losses[i] << " vs " << reference.losses[i];
+  }
+  ASSERT_EQ(run.validation.size(), reference.validation.size()) << what << "\n" << run.result.output;
+  for (size_t i = 0; i < run.validation.size(); ++i) {
+    EXPECT_EQ(run.validation[i].first, reference.validation[i].first) << what;
+    EXPECT_LE(std::abs(run.validation[i].second - reference.validation[i].second), rtol * std::abs(reference.validation[i].second))
+        << what << ": validation at " << run.validation[i].first << ": " << run.validation[i].second << " vs "
+        << reference.validation[i].second;
+  }
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace megacpp::testing

@@ -1,0 +1,30 @@
+// megacpp-train runs for end-to-end tests: launch through megacpp-run, then read the numbers
+// back from the Megatron-style log lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/support/distributed_test.h"
+
+namespace megacpp::testing {
+
+struct TrainRun {
+  CommandResult result;
+  std::vector<double> losses;                           // "lm loss:" of each iteration line
+  std::vector<std::pair<std::string, double>> validation;  // ("iteration 4" / "the end of ...", loss)
+  std::vector<double> memory_mb;                        // per rank: params + grads + optimizer state
+};
+
+// `megacpp-run --nproc-per-node RANKS --master-port 0 megacpp-train FLAGS`.
+TrainRun train(int ranks, const std::string& flags);
+
+// Same iteration losses and validation losses, each within `rtol` (relative).
+void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);
+
+// Writes `text` to DIR/NAME and returns the path.
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text);
+
+}  // namespace megacpp::testing
