@@ -58,6 +58,38 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   }
 }
 
+TEST(Arguments, DataTokenizerAndEvaluationFlags) {
+  auto a = parse({"--data-path", "0.7", "/data/a_text_document", "0.3", "/data/b.h5", "--split", "98,2,0",
+                  "--eval-interval", "50", "--eval-iters", "4", "--exit-interval", "30", "--peak-tflops", "989",
+                  "--tensorboard-dir", "/tmp/tb"});
+  EXPECT_EQ(a.data_path, (std::vector<std::string>{"0.7", "/data/a_text_document", "0.3", "/data/b.h5"}));
+  EXPECT_EQ(a.split, "98,2,0");
+  EXPECT_EQ(a.eval_interval, 50);
+  EXPECT_EQ(a.eval_iters, 4);
+  EXPECT_EQ(a.exit_interval, 30);
+  EXPECT_DOUBLE_EQ(a.peak_tflops, 989);
+  EXPECT_EQ(a.tensorboard_dir, "/tmp/tb");
+  // The model's vocabulary is the tokenizer's, padded as Megatron pads it.
+  EXPECT_EQ(a.tokenizer.type, "ByteLevelTokenizer");
+  EXPECT_EQ(a.tokenizer_vocab_size, 257);
+  EXPECT_EQ(a.model.vocab_size, 384);
+  auto null = parse({"--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "1000", "--make-vocab-size-divisible-by", "64"});
+  EXPECT_EQ(null.tokenizer_vocab_size, 1001);
+  EXPECT_EQ(null.model.vocab_size, 1024);
+  EXPECT_EQ(parse({"--data-path=x"}).data_path, std::vector<std::string>{"x"});
+}
+
+TEST(Arguments, RefusesBadDataFlagsByName) {
+  EXPECT_NE(error_of({"--mock-data", "--vocab-size", "100"}).find("--vocab-size is for NullTokenizer"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "NullTokenizer"}).find("--vocab-size"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--data-path", "x"}).find("--mock-data and --data-path"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "Bert"}).find("--tokenizer-type"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "GPT2BPETokenizer"}).find("--vocab-file"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--eval-iters", "-1"}).find("--eval-iters"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--peak-tflops", "fast"}).find("--peak-tflops"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--make-vocab-size-divisible-by", "0"}).find("--make-vocab-size-divisible-by"), std::string::npos);
+}
+
 TEST(LearningRateSchedule, WarmupThenDecay) {
   training::LearningRateSchedule cosine(1.0, 0.1, 2, 10, "cosine");
   EXPECT_DOUBLE_EQ(cosine.at(1), 0.5);
