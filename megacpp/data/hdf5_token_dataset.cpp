@@ -105,6 +105,17 @@ hid_t file_type(TokenDtype dtype) {
   throw std::invalid_argument("invalid token dtype");
 }
 
+// Tokens [start, start + n) of a 1-D dataset: the file-side selection and the matching
+// memory space, for one H5Dread or H5Dwrite.
+struct TokenRange {
+  TokenRange(const Handle& dataset, hsize_t start, hsize_t n, const std::string& file_name)
+      : file(checked(H5Dget_space(dataset.get()), H5Sclose, file_name, "H5Dget_space")),
+        memory(checked(H5Screate_simple(1, &n, nullptr), H5Sclose, file_name, "H5Screate_simple")) {
+    check(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr), file_name, "H5Sselect_hyperslab");
+  }
+  Handle file, memory;
+};
+
 hid_t memory_type(TokenDtype dtype) {
   switch (dtype) {
     case TokenDtype::kUInt8: return H5T_NATIVE_UINT8;
@@ -216,14 +227,8 @@ class Hdf5TokenDataset final : public TokenDataset {
     std::vector<unsigned char> raw(static_cast<size_t>(count) * dtype_size(dtype_));
     {
       Hdf5Guard guard;
-      const hsize_t start = static_cast<hsize_t>(starts_[sequence] + offset);
-      const hsize_t n = static_cast<hsize_t>(count);
-      Handle file_space = checked(H5Dget_space(tokens_.get()), H5Sclose, file_, "H5Dget_space");
-      check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr), file_,
-            "H5Sselect_hyperslab");
-      Handle memory_space = checked(H5Screate_simple(1, &n, nullptr), H5Sclose, file_, "H5Screate_simple");
-      check(H5Dread(tokens_.get(), memory_type(dtype_), memory_space.get(), file_space.get(), H5P_DEFAULT,
-                    raw.data()),
+      const TokenRange range(tokens_, static_cast<hsize_t>(starts_[sequence] + offset), static_cast<hsize_t>(count), file_);
+      check(H5Dread(tokens_.get(), memory_type(dtype_), range.memory.get(), range.file.get(), H5P_DEFAULT, raw.data()),
             file_, "H5Dread (tokens)");
     }
     widen_tokens(dtype_, raw.data(), count, out);
@@ -325,12 +330,8 @@ class Hdf5TokenWriter final : public TokenDatasetWriter {
     Hdf5Guard guard;
     const hsize_t extent = written_ + n;
     check(H5Dset_extent(tokens_.get(), &extent), tmp_, "H5Dset_extent");
-    Handle file_space = checked(H5Dget_space(tokens_.get()), H5Sclose, tmp_, "H5Dget_space");
-    check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &written_, nullptr, &n, nullptr), tmp_,
-          "H5Sselect_hyperslab");
-    Handle memory_space = checked(H5Screate_simple(1, &n, nullptr), H5Sclose, tmp_, "H5Screate_simple");
-    check(H5Dwrite(tokens_.get(), memory_type(dtype_), memory_space.get(), file_space.get(), H5P_DEFAULT,
-                   pending_.data()),
+    const TokenRange range(tokens_, written_, n, tmp_);
+    check(H5Dwrite(tokens_.get(), memory_type(dtype_), range.memory.get(), range.file.get(), H5P_DEFAULT, pending_.data()),
           tmp_, "H5Dwrite (tokens)");
     written_ = extent;
     pending_.clear();
