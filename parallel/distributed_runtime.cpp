@@ -51,12 +51,15 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
   }
   c10d::TCPStoreOptions store_options;
   store_options.port = env.master_port;
-  store_options.isServer = options.rank0_hosts_store && env.rank == 0;
+  store_options.isServer = options.rank0_hosts_store && env.rank == 0 && !env.use_agent_store;
   store_options.numWorkers = env.world_size;
   store_options.waitWorkers = false;
   store_options.timeout = options.timeout;
   try {
     rt->store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    if (env.use_agent_store) {
+      rt->store_ = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), rt->store_);
+    }
   } catch (const std::exception& e) {
     throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" +
                              std::to_string(env.master_port) + " failed for rank " +

@@ -51,6 +51,13 @@ LaunchEnvironment read_launch_environment() {
   if (env("MASTER_PORT")) {
     out.master_port = static_cast<std::uint16_t>(parse_int_env("MASTER_PORT", 1, 65535));
   }
+  if (const char* agent = env("TORCHELASTIC_USE_AGENT_STORE")) {
+    const std::string value = agent;
+    out.use_agent_store = value == "True" || value == "true" || value == "1";
+  }
+  if (env("TORCHELASTIC_RESTART_COUNT")) {
+    out.restart_count = static_cast<int>(parse_int_env("TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+  }
   return out;
 }
 

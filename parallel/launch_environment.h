@@ -13,6 +13,11 @@ struct LaunchEnvironment {
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 29500;
   std::string source = "default";  // which launcher set it: torchrun, slurm, openmpi, default
+  // torchrun's elastic agent already serves a TCPStore on MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, under the prefix
+  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as PyTorch's own workers do.
+  bool use_agent_store = false;
+  int restart_count = 0;
 
   bool distributed() const { return world_size > 1; }
 };

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include "tests/support/train_run.h"
@@ -109,6 +110,28 @@ TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
   // Shards hold whole rows; the largest shard exceeds 1/N by at most one row per parameter.
   const double padding_mb = 2 * 9 * 1000 * 4 * 4 / (1024.0 * 1024.0);
   for (double mb : four.memory_mb) EXPECT_LE(mb, one.memory_mb[0] / 4 + padding_mb) << four.result.output;
+}
+
+// Under torchrun (PyTorch 2.x) the elastic agent serves the TCPStore on MASTER_PORT and every
+// worker, rank 0 included, joins it as a client under "/worker/attempt_<restart count>".
+TEST(TrainingCli, JoinsTorchrunsAgentStore) {
+  c10d::TCPStoreOptions agent_options;
+  agent_options.port = 0;
+  agent_options.isServer = true;
+  agent_options.waitWorkers = false;
+  c10d::TCPStore agent("127.0.0.1", agent_options);
+  const std::string dir = testing::scratch_dir();
+  std::string ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks += "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+             " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(agent.getPort()) +
+             " TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=0 " + MEGACPP_TRAIN_BINARY + " " + kBaseFlags +
+             " --use-torch-fsdp2 > " + dir + "/rank" + std::to_string(rank) + ".log 2>&1 & ";
+  }
+  const auto result = testing::run_command("cd / && " + ranks + "wait %1 && wait %2 && cat " + dir + "/*.log");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("iteration       10/      10"), std::string::npos) << result.output;
+  EXPECT_GT(agent.getNumKeys(), 0) << "the workers never used the agent's store";
 }
 
 TEST(TrainingCli, BadInputIsRefusedByName) {

@@ -14,7 +14,7 @@ class LaunchEnvironmentTest : public ::testing::Test {
   void TearDown() override {
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
                              "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                             "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+                             "OMPI_COMM_WORLD_LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"}) {
       unsetenv(name);
     }
   }
@@ -37,6 +37,12 @@ TEST_F(LaunchEnvironmentTest, ReadsEachLauncher) {
   EXPECT_EQ(torchrun.master_addr, "10.0.0.2");
   EXPECT_EQ(torchrun.master_port, 29400);
   EXPECT_EQ(torchrun.source, "torchrun");
+  EXPECT_FALSE(torchrun.use_agent_store);
+
+  TearDownThenSet({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  auto elastic = read_launch_environment();
+  EXPECT_TRUE(elastic.use_agent_store);
+  EXPECT_EQ(elastic.restart_count, 3);
 
   TearDownThenSet({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}});
   auto slurm = read_launch_environment();
