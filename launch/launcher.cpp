@@ -485,6 +485,11 @@ class Supervisor {
     // Print what the rank wrote before it died ahead of the failure message.
     pump(r.out, 64);
     pump(r.err, 64);
+    // A terminal's Ctrl-C (or any signal to the whole process group) reaches the launcher
+    // and the ranks together. The launcher's handler has run by now (the signal was pending
+    // before the rank could die), but poll_once() may not have read its byte yet: do it
+    // first, so a rank dying of that signal counts as the interrupt, not as a failure.
+    if (!stopping_) drain_signals();
     if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || stopping_) return;
     say(describe_exit(r, status));
     failed_rank_ = r.rank;

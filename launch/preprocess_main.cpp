@@ -97,7 +97,7 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   o.document_separator = r["document-separator"].as<std::string>();
   o.json_keys = split_keys(r["json-keys"].as<std::string>());
   o.output_format = r["output-format"].as<std::string>();
-  o.append_eod = r.count("append-eod") > 0;
+  o.append_eod = r["append-eod"].as<bool>();
   o.workers = static_cast<int>(parse_int(r, "workers"));
   o.log_interval = parse_int(r, "log-interval");
   o.tokenizer.type = r["tokenizer-type"].as<std::string>();

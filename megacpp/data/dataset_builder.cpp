@@ -21,11 +21,11 @@ bool parse_double(const std::string& text, double* value) {
   }
 }
 
-// Megatron's split arithmetic: rounded boundaries, the rounding error taken off every boundary
-// after the first so the last one lands exactly on the end.
+// Megatron's split arithmetic: rounded boundaries (half to even, as Python's round), the
+// rounding error taken off every boundary after the first so the last one lands on the end.
 std::array<int64_t, 4> split_boundaries(const std::array<double, 3>& split, int64_t count) {
   std::array<int64_t, 4> bounds{0, 0, 0, 0};
-  for (int i = 0; i < 3; ++i) bounds[i + 1] = bounds[i] + static_cast<int64_t>(std::llround(split[i] * static_cast<double>(count)));
+  for (int i = 0; i < 3; ++i) bounds[i + 1] = bounds[i] + static_cast<int64_t>(std::nearbyint(split[i] * static_cast<double>(count)));
   const int64_t excess = bounds[3] - count;
   for (int i = 1; i < 4; ++i) bounds[i] -= excess;
   return bounds;

@@ -1,7 +1,8 @@
 // Megatron's GPTDataset: samples of seq_length + 1 tokens cut from a range of sequences
 // (one split of an indexed dataset), running across document boundaries.
 //
-// Three indices, built once from the seed, the data and the split only (never the world size):
+// Three indices, built once from the seed, the data, the split and the number of samples asked
+// for (which sets the number of epochs) — never from the world size:
 //   document index  the split's sequences repeated for as many epochs as the samples need,
 //                   shuffled (the last epoch on its own when it is used for < 80%, as Megatron);
 //   sample index    for each sample boundary, (position in the document index, token offset);

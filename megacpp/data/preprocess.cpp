@@ -331,6 +331,10 @@ void validate_preprocess_options(const PreprocessOptions& options) {
   if (format == "text" && options.json_keys != std::vector<std::string>{"text"}) {
     throw std::invalid_argument("--json-keys applies to JSON lines input only (text input writes _text_document)");
   }
+  if (options.tokenizer.type != "NullTokenizer" && options.tokenizer.vocab_size != 0) {
+    throw std::invalid_argument("--vocab-size is for NullTokenizer; " + options.tokenizer.type + " has its own vocabulary");
+  }
+  build_tokenizer(options.tokenizer);  // a bad tokenizer flag or file is an argument error
 }
 
 PreprocessResult preprocess(const PreprocessOptions& options, std::ostream* progress) {

@@ -89,7 +89,7 @@ double evaluate(models::LanguageModel& model, const data::SampleSource& source, 
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) {
     for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice).to(runtime.device());
+      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice, model.vocab_size()).to(runtime.device());
       sum += language_model_loss(model, tokens, args.seq_length).item<double>();
     }
   }
@@ -132,6 +132,8 @@ int run_training(const TrainingArguments& args) {
   const int64_t accumulation = gradient_accumulation_steps(args, dp_size);
   const int64_t global_batch = args.micro_batch_size * dp_size * accumulation;
 
+  // Data first: a bad path or split fails before the model is built.
+  const TrainingData data = build_training_data(args, global_batch);
   torch::manual_seed(args.seed);
   const bool meta = args.init_model_with_meta_device;
   auto build_options = torch::TensorOptions().dtype(torch::kFloat).device(meta ? c10::Device(c10::kMeta) : device);
@@ -156,7 +158,6 @@ int run_training(const TrainingArguments& args) {
   auto optimizer = make_optimizer(args, params);
   LearningRateSchedule schedule(args.lr, args.min_lr, args.lr_warmup_iters,
                                 args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters, args.lr_decay_style);
-  const TrainingData data = build_training_data(args, global_batch);
   const BatchSlice slice{args.micro_batch_size, dp_rank, dp_size};
   const double flops_per_token = model->flops_per_token(args.seq_length);
 
@@ -209,7 +210,7 @@ int run_training(const TrainingArguments& args) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice).to(device);
+      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice, model->vocab_size()).to(device);
       if (args.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model, m == accumulation - 1);
       at::Tensor loss = language_model_loss(*model, tokens, args.seq_length);
       (loss / static_cast<double>(accumulation)).backward();
@@ -235,7 +236,8 @@ int run_training(const TrainingArguments& args) {
     interval_loss += loss;
     interval_ms += ms;
     ++interval_iters;
-    if (it % args.log_interval == 0 || it == args.train_iters) {
+    const bool exiting = args.exit_interval > 0 && it % args.exit_interval == 0;
+    if (it % args.log_interval == 0 || it == args.train_iters || exiting) {
       stats = throughput(interval_ms / interval_iters);
       stats.iteration = it;
       stats.train_iters = args.train_iters;
@@ -257,7 +259,7 @@ int run_training(const TrainingArguments& args) {
       validate(data::kValid, consumed_valid, "iteration " + std::to_string(it), it);
       consumed_valid += args.eval_iters * global_batch;
     }
-    if (args.exit_interval > 0 && it % args.exit_interval == 0) {
+    if (exiting) {
       spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args.exit_interval);
       exited_early = true;
       break;

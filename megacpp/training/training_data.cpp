@@ -18,7 +18,7 @@ TrainingData build_training_data(const TrainingArguments& args, int64_t global_b
     const int64_t vocab = args.tokenizer_vocab_size;
     for (int s = 0; s < 3; ++s) {
       if (result.samples_needed[s] == 0) continue;
-      // Each split its own seed, so validation never repeats training samples.
+      // Each split its own seed, so validation is not a replay of the training stream.
       result.splits[s] = std::make_shared<data::MockDataset>(vocab, args.seq_length + 1, args.seed + static_cast<uint64_t>(s),
                                                              result.samples_needed[s]);
     }
@@ -32,10 +32,18 @@ TrainingData build_training_data(const TrainingArguments& args, int64_t global_b
   return result;
 }
 
-at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice) {
+at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
+                            int64_t vocab_size) {
   at::Tensor tokens = torch::empty({slice.micro_batch_size, source.sample_length()}, torch::kLong);
   const int64_t first = consumed + (micro * slice.dp_size + slice.dp_rank) * slice.micro_batch_size;
   for (int64_t i = 0; i < slice.micro_batch_size; ++i) source.sample(first + i, tokens[i].data_ptr<int64_t>());
+  const int64_t lowest = tokens.min().item<int64_t>(), highest = tokens.max().item<int64_t>();
+  if (lowest < 0 || highest >= vocab_size) {
+    throw std::runtime_error("token id " + std::to_string(lowest < 0 ? lowest : highest) + " in samples " +
+                             std::to_string(first) + ".." + std::to_string(first + slice.micro_batch_size - 1) +
+                             " is outside the model's vocabulary of " + std::to_string(vocab_size) +
+                             " (was --data-path made with another tokenizer than --tokenizer-type?)");
+  }
   return tokens;
 }
 

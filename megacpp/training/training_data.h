@@ -34,7 +34,9 @@ struct BatchSlice {
 };
 
 // Tokens [micro, sample_length] (int64, CPU) of micro-batch `micro` of the global batch that
-// starts at sample `consumed`.
-at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice);
+// starts at sample `consumed`. Throws std::runtime_error if a token id is outside
+// [0, vocab_size): data made with another tokenizer than the model's.
+at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
+                            int64_t vocab_size);
 
 }  // namespace megacpp::training

@@ -22,7 +22,8 @@ void LlamaConfig::validate() const {
   require(kv_heads() > 0 && num_attention_heads % kv_heads() == 0,
           "--num-attention-heads (" + std::to_string(num_attention_heads) +
               ") must be divisible by --num-query-groups (" + std::to_string(kv_heads()) + ")");
-  require(ffn() > 0, "--ffn-hidden-size must be positive");
+  require(ffn_hidden_size >= 0, "--ffn-hidden-size must be >= 0 (0: 4 x --hidden-size)");
+  require(num_query_groups >= 0, "--num-query-groups must be >= 0 (0: one per attention head)");
   require(norm_epsilon > 0, "--norm-epsilon must be positive");
   require(rotary_base > 0, "--rotary-base must be positive");
 }

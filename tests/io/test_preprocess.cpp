@@ -269,7 +269,7 @@ TEST(PreprocessBinary, ErrorsExitNonZeroNamingTheLineOrFlag) {
   EXPECT_EQ(run.status, 2);
   EXPECT_NE(run.err.find("--workers"), std::string::npos) << run.err;
   run = run_binary(dir, "--input x --output-prefix y --tokenizer-type NullTokenizer");
-  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.status, 2) << "a tokenizer flag error is an argument error";
   EXPECT_NE(run.err.find("--vocab-size"), std::string::npos) << run.err;
   run = run_binary(dir, "--help");
   EXPECT_EQ(run.status, 0);
