@@ -23,7 +23,7 @@ cxxopts::Options make_options() {
       ("input", "input file: JSON lines, or plain text (see --input-format)", text())
       ("input-format", "auto (text for *.txt, else jsonl) | jsonl | text", text()->default_value("auto"))
       ("document-separator", "text: a line equal to this ends a document (e.g. %); default: one document per line", text()->default_value(""))
-      ("json-keys", "JSON keys to extract, space- or comma-separated; one output per key", text()->default_value("text"));
+      ("json-keys", "JSON keys to extract, as separate words or comma-separated; one output per key", text()->default_value("text"));
   o.add_options("tokenization")
       ("append-eod", "append the end-of-document token to every non-empty document")
       ("tokenizer-type", "GPT2BPETokenizer | ByteLevelTokenizer | NullTokenizer", text()->default_value("ByteLevelTokenizer"))
@@ -98,7 +98,9 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   o.json_keys = split_keys(r["json-keys"].as<std::string>());
   o.output_format = r["output-format"].as<std::string>();
   o.append_eod = r["append-eod"].as<bool>();
-  o.workers = static_cast<int>(parse_int(r, "workers"));
+  const int64_t workers = parse_int(r, "workers");
+  if (workers < 1 || workers > 1024) throw std::invalid_argument("--workers must be in [1, 1024]");
+  o.workers = static_cast<int>(workers);
   o.log_interval = parse_int(r, "log-interval");
   o.tokenizer.type = r["tokenizer-type"].as<std::string>();
   o.tokenizer.vocab_file = r["vocab-file"].as<std::string>();

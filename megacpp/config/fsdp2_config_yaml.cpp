@@ -162,11 +162,11 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         if (other_key != key) fail(source, other_key, "not allowed beside strategy_args; put it under strategy_args.strategy_config");
       }
       if (!item.second.IsMap()) fail(source, key, "expected a mapping with strategy_name and strategy_config");
-      body = strategy_config_of(item.second, source, "strategy_args.");
+      body.reset(strategy_config_of(item.second, source, "strategy_args."));
       prefix = "strategy_args.strategy_config.";
       roll_style = true;
     } else if (key == "strategy_config") {
-      body = strategy_config_of(root, source, "");
+      body.reset(strategy_config_of(root, source, ""));
       prefix = "strategy_config.";
       roll_style = true;
     }

@@ -21,6 +21,8 @@ bool parse_double(const std::string& text, double* value) {
   }
 }
 
+}  // namespace
+
 // Megatron's split arithmetic: rounded boundaries (half to even, as Python's round), the
 // rounding error taken off every boundary after the first so the last one lands on the end.
 std::array<int64_t, 4> split_boundaries(const std::array<double, 3>& split, int64_t count) {
@@ -30,8 +32,6 @@ std::array<int64_t, 4> split_boundaries(const std::array<double, 3>& split, int6
   for (int i = 1; i < 4; ++i) bounds[i] -= excess;
   return bounds;
 }
-
-}  // namespace
 
 DataBlend parse_data_blend(const std::vector<std::string>& words) {
   DataBlend blend;

@@ -25,6 +25,10 @@ DataBlend parse_data_blend(const std::vector<std::string>& words);
 // Throws std::invalid_argument naming --split.
 std::array<double, 3> parse_split(const std::string& text);
 
+// Megatron's split arithmetic over `count` sequences: boundaries b0 = 0 <= b1 <= b2 <= b3 = count,
+// split s being sequences [b_s, b_s+1).
+std::array<int64_t, 4> split_boundaries(const std::array<double, 3>& split, int64_t count);
+
 enum Split { kTrain = 0, kValid = 1, kTest = 2 };
 inline const char* split_name(int split) { return split == kTrain ? "train" : split == kValid ? "validation" : "test"; }
 

@@ -11,7 +11,8 @@
 //          its lines joined by "\n". A trailing "\r" is dropped from every line. One output,
 //          OUTPUT_PREFIX_text_document.
 // Documents that tokenize to nothing are skipped, eod included (Megatron appends eod only to
-// non-empty documents; we do not record an empty document either).
+// non-empty documents but still records an empty document boundary; we record none, which
+// changes no GPT sample).
 // The dtype is dtype_for_vocab_size(tokenizer vocab size), as Megatron's optimal_dtype.
 #pragma once
 

@@ -47,6 +47,10 @@ inline void widen_tokens(TokenDtype dtype, const void* src, int64_t count, int64
     for (int64_t i = 0; i < count; ++i) {
       T v;
       std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_floating_point_v<T>) {
+        // Casting NaN or a value beyond int64 is undefined: a corrupt float file must not be.
+        if (!(v >= -9.2e18 && v <= 9.2e18)) throw std::out_of_range("a floating-point token is NaN or beyond int64");
+      }
       out[i] = static_cast<int64_t>(v);
     }
   });

@@ -89,7 +89,7 @@ double evaluate(models::LanguageModel& model, const data::SampleSource& source, 
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) {
     for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice, model.vocab_size()).to(runtime.device());
+      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice, args.tokenizer_vocab_size).to(runtime.device());
       sum += language_model_loss(model, tokens, args.seq_length).item<double>();
     }
   }
@@ -177,6 +177,15 @@ int run_training(const TrainingArguments& args) {
     tensorboard = std::make_unique<metrics::TensorBoardWriter>(args.tensorboard_dir);
     spdlog::info("tensorboard: writing {}", tensorboard->path());
   }
+  // Metrics are not worth a training run: a failed write (say, a full disk) stops TensorBoard.
+  auto flush_tensorboard = [&] {
+    try {
+      tensorboard->flush();
+    } catch (const std::exception& e) {
+      spdlog::warn("tensorboard: {}; no more events are written", e.what());
+      tensorboard.reset();
+    }
+  };
   auto validate = [&](int64_t split, int64_t consumed, const std::string& where, int64_t step) {
     const double loss = evaluate(*model, *data.splits[split], consumed, args.eval_iters, accumulation, slice, global_batch,
                                  args, *runtime);
@@ -185,7 +194,7 @@ int run_training(const TrainingArguments& args) {
       const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
       tensorboard->add_scalar(tag, loss, step);
       tensorboard->add_scalar(tag + " ppl", std::exp(std::min(20.0, loss)), step);
-      tensorboard->flush();
+      flush_tensorboard();
     }
   };
 
@@ -210,7 +219,7 @@ int run_training(const TrainingArguments& args) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice, model->vocab_size()).to(device);
+      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice, args.tokenizer_vocab_size).to(device);
       if (args.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model, m == accumulation - 1);
       at::Tensor loss = language_model_loss(*model, tokens, args.seq_length);
       (loss / static_cast<double>(accumulation)).backward();
@@ -247,7 +256,7 @@ int run_training(const TrainingArguments& args) {
       stats.loss = interval_loss / interval_iters;
       stats.grad_norm = grad_norm;
       spdlog::info(iteration_line(stats));
-      if (tensorboard) tensorboard->flush();
+      if (tensorboard) flush_tensorboard();
       interval_loss = interval_ms = 0;
       interval_iters = 0;
     }

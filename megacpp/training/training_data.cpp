@@ -41,7 +41,7 @@ at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, 
   if (lowest < 0 || highest >= vocab_size) {
     throw std::runtime_error("token id " + std::to_string(lowest < 0 ? lowest : highest) + " in samples " +
                              std::to_string(first) + ".." + std::to_string(first + slice.micro_batch_size - 1) +
-                             " is outside the model's vocabulary of " + std::to_string(vocab_size) +
+                             " is outside the tokenizer's vocabulary of " + std::to_string(vocab_size) +
                              " (was --data-path made with another tokenizer than --tokenizer-type?)");
   }
   return tokens;

@@ -35,7 +35,7 @@ struct BatchSlice {
 
 // Tokens [micro, sample_length] (int64, CPU) of micro-batch `micro` of the global batch that
 // starts at sample `consumed`. Throws std::runtime_error if a token id is outside
-// [0, vocab_size): data made with another tokenizer than the model's.
+// [0, vocab_size) of the tokenizer: data made with another tokenizer than --tokenizer-type.
 at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
                             int64_t vocab_size);
 

@@ -121,6 +121,12 @@ TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
     }
   }
   EXPECT_FALSE(tb.count({"lm loss", 7}));
+
+  // The stop itself is logged even off the log interval.
+  TrainRun sparse = testing::train(1, kModel + " --data-path " + data + " --exit-interval 6 --log-interval 4");
+  ASSERT_EQ(sparse.result.status, 0) << sparse.result.output;
+  EXPECT_EQ(sparse.losses.size(), 2u) << sparse.result.output;
+  EXPECT_NE(sparse.result.output.find(" iteration        6/       8 |"), std::string::npos) << sparse.result.output;
   ASSERT_TRUE(tb.count({"lm loss validation", 4}));
   EXPECT_NEAR(tb.at({"lm loss validation", 4}), run.validation[0].second, 1e-5 * run.validation[0].second);
 }
@@ -128,6 +134,13 @@ TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
 TEST(RealData, BadDataInputIsRefusedByName) {
   const std::string dir = testing::scratch_dir();
   const std::string data = fortune_dataset(dir, "pets", "pets");
+  {
+    std::ofstream ids(dir + "/ids.jsonl");
+    for (int doc = 0; doc < 200; ++doc) ids << R"({"text": "5 300 999 4 7 1 2 3 8 9"})" << "\n";
+  }
+  const auto made = testing::run_command(std::string(MEGACPP_PREPROCESS_BINARY) + " --input " + dir +
+                                         "/ids.jsonl --tokenizer-type NullTokenizer --vocab-size 1000 --output-prefix " + dir + "/ids");
+  ASSERT_EQ(made.status, 0) << made.output;
   std::ofstream(dir + "/broken.idx") << "MMIDIDX\0\0 not really";
   std::ofstream(dir + "/broken.bin") << "";
   struct Case {
@@ -144,6 +157,7 @@ TEST(RealData, BadDataInputIsRefusedByName) {
        "--vocab-file"},
       {"--data-path " + data + " --tokenizer-type SentencePiece", "--tokenizer-type"},
       {"--data-path " + data + " --eval-interval 0", "--eval-interval must be positive"},
+      {"--data-path " + dir + "/ids_text_document", "token id 999 in samples"},
       {"--data-path " + data + " --seq-length 100000 --max-position-embeddings 100000 --train-iters 1000000",
        "fewer than one sample"},
   };

@@ -110,6 +110,15 @@ TEST(DatasetBuilder, ParsesSplitAndBlendAsMegatron) {
   EXPECT_THROW(parse_data_blend({"0.7", "a", "b"}), std::invalid_argument);
 }
 
+TEST(DatasetBuilder, SplitBoundariesRoundHalvesToEvenAsMegatron) {
+  // Python: round(0.9 * 25) = 22, round(0.1 * 25) = 2; the shortfall of 1 moves every later
+  // boundary: [0, 23, 25, 25].
+  EXPECT_EQ(split_boundaries(parse_split("90,10"), 25), (std::array<int64_t, 4>{0, 23, 25, 25}));
+  // 969,30,1 of 150: round(145.35) = 145, round(4.5) = 4, round(0.15) = 0 -> [0, 146, 150, 150].
+  EXPECT_EQ(split_boundaries(parse_split("969,30,1"), 150), (std::array<int64_t, 4>{0, 146, 150, 150}));
+  EXPECT_EQ(split_boundaries(parse_split("98,2,0"), 15221), (std::array<int64_t, 4>{0, 14917, 15221, 15221}));
+}
+
 class ConstantSource final : public SampleSource {
  public:
   ConstantSource(int64_t value, int64_t size) : value_(value), size_(size) {}
