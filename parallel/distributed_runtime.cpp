@@ -65,7 +65,14 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
                              std::to_string(env.master_port) + " failed for rank " +
                              std::to_string(env.rank) + ": " + e.what());
   }
-  rt->world_ = rt->new_group(all);
+  try {
+    rt->world_ = rt->new_group(all);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) +
+                             ": rank " + std::to_string(env.rank) + " could not connect the world of " +
+                             std::to_string(env.world_size) + " ranks within --distributed-timeout-minutes (" +
+                             std::to_string(options.timeout.count()) + " ms; is every node started?): " + e.what());
+  }
   spdlog::debug("rank {}/{} joined ({} via {}:{})", env.rank, env.world_size, env.source,
                 env.master_addr, env.master_port);
   return rt;

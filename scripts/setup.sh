@@ -9,6 +9,7 @@ PACKAGES=(
   libpcre2-dev nlohmann-json3-dev
   libgtest-dev googletest
   python3 python3-numpy
+  python3-torch  # a real torchrun (/usr/bin/python3 -m torch.distributed.run) for the launch end-to-end tests
   fortunes  # the quickstart's English text (/usr/share/games/fortunes)
 )
 

@@ -1,13 +1,22 @@
 #include "tests/support/distributed_test.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -121,6 +130,230 @@ CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) throw std::runtime_error("free_port: cannot bind 127.0.0.1:0");
+  return ntohs(addr.sin_port);
+}
+
+// ------------------------------------------------------------ StreamingProcess --
+
+namespace {
+
+std::vector<std::string> child_environment(const ProcessEnvironment& env) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool drop = false;
+    for (const auto& u : env.unset) drop |= u == name;
+    for (const auto& s : env.set) drop |= s.first == name;
+    if (!drop) out.push_back(entry);
+  }
+  for (const auto& [name, value] : env.set) out.push_back(name + "=" + value);
+  return out;
+}
+
+// argv[0] looked up in PATH (before fork: execvpe is not async-signal-safe).
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return name;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+StreamingProcess::StreamingProcess(const std::vector<std::string>& argv, const ProcessEnvironment& env) {
+  if (argv.empty()) throw std::invalid_argument("StreamingProcess: empty argv");
+  std::vector<std::string> args = argv, vars = child_environment(env);
+  const std::string program = resolve_program(args[0]);
+  std::vector<char*> c_args = c_strings(args), c_vars = c_strings(vars);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  pid_ = fork();
+  if (pid_ == 0) {  // only async-signal-safe calls from here on
+    setpgid(0, 0);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    execve(program.c_str(), c_args.data(), c_vars.data());
+    static const char msg[] = "StreamingProcess: exec failed\n";
+    [[maybe_unused]] ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  close(fds[1]);
+  if (pid_ < 0) {
+    close(fds[0]);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
+  }
+  setpgid(pid_, pid_);  // also from here, so the group exists before anyone signals it
+  reader_ = std::thread([this, fd = fds[0]] { read_loop(fd); });
+}
+
+StreamingProcess::~StreamingProcess() {
+  if (!exited_) {
+    killpg(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+    exited_ = true;
+  }
+  killpg(pid_, SIGKILL);  // stragglers keeping the pipe open would block the reader forever
+  if (reader_.joinable()) reader_.join();
+}
+
+void StreamingProcess::read_loop(int fd) {
+  std::array<char, 65536> buffer{};
+  for (;;) {
+    const ssize_t n = read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n <= 0) {
+      eof_ = true;
+      changed_.notify_all();
+      break;
+    }
+    output_.append(buffer.data(), static_cast<size_t>(n));
+    changed_.notify_all();
+  }
+  close(fd);
+}
+
+bool StreamingProcess::wait_for_output(const std::string& needle, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return output_.find(needle) != std::string::npos || eof_; }) &&
+         output_.find(needle) != std::string::npos;
+}
+
+std::string StreamingProcess::output() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return output_;
+}
+
+void StreamingProcess::send(int sig) const {
+  if (!exited_) kill(pid_, sig);
+}
+
+bool StreamingProcess::wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (!exited_ && waitpid(pid_, &status_, WNOHANG) == pid_) {
+      exited_ = true;
+      end_ = std::chrono::steady_clock::now();
+    }
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (exited_ && eof_) return true;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      changed_.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+  killpg(pid_, SIGKILL);
+  if (!exited_) {
+    waitpid(pid_, &status_, 0);
+    exited_ = true;
+    end_ = std::chrono::steady_clock::now();
+  }
+  return false;
+}
+
+int StreamingProcess::exit_code() const { return exited_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1; }
+
+int StreamingProcess::term_signal() const { return exited_ && WIFSIGNALED(status_) ? WTERMSIG(status_) : 0; }
+
+// ------------------------------------------------------------------- /proc --
+
+namespace {
+
+// Fields 3 (state), 4 (ppid) and 5 (pgrp) of /proc/<pid>/stat; false if it is gone.
+bool read_stat(pid_t pid, char& state, pid_t& ppid, pid_t& pgrp) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');  // the command name may contain spaces and parentheses
+  if (paren == std::string::npos) return false;
+  long long parent = 0, group = 0;
+  if (std::sscanf(text.c_str() + paren + 1, " %c %lld %lld", &state, &parent, &group) != 3) return false;
+  ppid = static_cast<pid_t>(parent);
+  pgrp = static_cast<pid_t>(group);
+  return true;
+}
+
+std::vector<pid_t> all_pids() {
+  std::vector<pid_t> pids;
+  DIR* dir = opendir("/proc");
+  if (!dir) return pids;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(dir);
+  return pids;
+}
+
+}  // namespace
+
+std::vector<pid_t> child_pids(pid_t parent) {
+  std::vector<pid_t> out;
+  for (pid_t pid : all_pids()) {
+    char state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    if (read_stat(pid, state, ppid, pgrp) && ppid == parent && state != 'Z' && state != 'X') out.push_back(pid);
+  }
+  return out;
+}
+
+std::string initial_environment_value(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = name + "=";
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.compare(0, prefix.size(), prefix) == 0) return entry.substr(prefix.size());
+  }
+  return "";
+}
+
+std::vector<pid_t> processes_in_group(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (pid_t pid : all_pids()) {
+    char state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    if (read_stat(pid, state, ppid, pgrp) && pgrp == pgid && state != 'Z' && state != 'X') out.push_back(pid);
+  }
+  return out;
 }
 
 }  // namespace megacpp::testing
