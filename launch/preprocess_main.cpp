@@ -107,6 +107,7 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   o.tokenizer.merge_file = r["merge-file"].as<std::string>();
   o.tokenizer.vocab_size = parse_int(r, "vocab-size");
   megacpp::data::validate_preprocess_options(o);
+  megacpp::data::build_tokenizer(o.tokenizer);  // a bad tokenizer flag or file is an argument error (exit 2)
   return o;
 }
 

@@ -103,7 +103,7 @@ using EncodedDocument = std::vector<std::vector<Sequence>>;  // [key][sequence][
 // dropped, and eod goes at the end of the last sequence of a non-empty document.
 class Encoder {
  public:
-  Encoder(const PreprocessOptions& options, std::string format, std::unique_ptr<Tokenizer> tokenizer)
+  Encoder(const PreprocessOptions& options, std::string format, std::shared_ptr<const Tokenizer> tokenizer)
       : options_(options), format_(std::move(format)), tokenizer_(std::move(tokenizer)) {}
 
   EncodedDocument encode(const RawDocument& doc) const {
@@ -161,7 +161,7 @@ class Encoder {
 
   const PreprocessOptions& options_;
   std::string format_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
 };
 
 struct Block {
@@ -334,19 +334,16 @@ void validate_preprocess_options(const PreprocessOptions& options) {
   if (options.tokenizer.type != "NullTokenizer" && options.tokenizer.vocab_size != 0) {
     throw std::invalid_argument("--vocab-size is for NullTokenizer; " + options.tokenizer.type + " has its own vocabulary");
   }
-  build_tokenizer(options.tokenizer);  // a bad tokenizer flag or file is an argument error
 }
 
 PreprocessResult preprocess(const PreprocessOptions& options, std::ostream* progress) {
   validate_preprocess_options(options);
   const std::string format = resolved_format(options);
+  // One tokenizer for every worker: tokenize() is thread-safe, and GPT-2's files are read once.
+  const std::shared_ptr<const Tokenizer> tokenizer = build_tokenizer(options.tokenizer);
+  const TokenDtype dtype = dtype_for_vocab_size(tokenizer->vocab_size());
   std::vector<std::unique_ptr<Encoder>> encoders;
-  TokenDtype dtype = TokenDtype::kUInt16;
-  for (int i = 0; i < options.workers; ++i) {
-    auto tokenizer = build_tokenizer(options.tokenizer);
-    dtype = dtype_for_vocab_size(tokenizer->vocab_size());
-    encoders.push_back(std::make_unique<Encoder>(options, format, std::move(tokenizer)));
-  }
+  for (int i = 0; i < options.workers; ++i) encoders.push_back(std::make_unique<Encoder>(options, format, tokenizer));
   DocumentReader reader(options, format);
   OutputWriter writer(options, dtype, progress);
   EncoderPool pool(std::move(encoders));

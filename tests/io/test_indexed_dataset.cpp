@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "megacpp/data/indexed_dataset.h"
-#include "tests/io/dataset_test_util.h"
+#include "tests/io/io_test_util.h"
 
 namespace megacpp::data {
 namespace {
 
-using test_util::error_of;
-using test_util::read_bytes;
-using test_util::TempDir;
-using test_util::write_bytes;
+using io_test::error_of;
+using io_test::read_bytes;
+using io_test::TempDir;
+using io_test::write_bytes;
 
 using Sequence = std::vector<int64_t>;
 using Document = std::vector<Sequence>;

@@ -1,7 +1,6 @@
 // checkpoint/safetensors: round trips, the reference writer's exact bytes (test vectors from
 // huggingface/safetensors' own tests), agreement with an independent Python reader/writer
 // (tests/reference/safetensors_reader.py: standard library + numpy), corrupt files, shards.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -23,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
+#include "tests/io/io_test_util.h"
 
 namespace fs = std::filesystem;
 using megacpp::checkpoint::plan_safetensors_shards;
@@ -38,52 +38,24 @@ using megacpp::checkpoint::Tensor;
 using megacpp::checkpoint::TensorView;
 using megacpp::checkpoint::write_safetensors;
 using megacpp::checkpoint::write_safetensors_index;
+using megacpp::io_test::CommandResult;
+using megacpp::io_test::read_bytes;
+using megacpp::io_test::run_command;
+using megacpp::io_test::TempDir;
+using megacpp::io_test::write_bytes;
 
 namespace {
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout only
-};
-
-CommandResult run_command(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed: " + command);
-  std::string output;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
 
 // Runs the reference script; returns its JSON output (fails the test on a non-zero exit).
 nlohmann::json reference(const std::string& command, const std::string& path) {
   const CommandResult r = run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR
                                       "/tests/reference/safetensors_reader.py " +
                                       command + " '" + path + "'");
-  EXPECT_EQ(r.exit_code, 0) << "safetensors_reader.py " << command << " " << path << ":\n" << r.output;
-  if (r.exit_code != 0) return nlohmann::json();
+  EXPECT_EQ(r.status, 0) << "safetensors_reader.py " << command << " " << path << ":\n" << r.output;
+  if (r.status != 0) return nlohmann::json();
   return nlohmann::json::parse(r.output);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "megacpp-st-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 template <typename T>
 std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
@@ -166,17 +138,6 @@ nlohmann::json values_json(const TensorView& t) {
   return out;
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A hand-made file: u64 header size (default: the header's length), header, data.
 void write_raw(const std::string& path, const std::string& header, const std::string& data,
@@ -330,8 +291,8 @@ TEST(SafetensorsTest, LayoutOrderIsDescendingDtypeThenName) {
   EXPECT_EQ(safetensors_layout_order(t), expected);
 
   TempDir dir;
-  write_safetensors(dir.file("order.safetensors"), t);
-  const auto f = SafetensorsFile::open(dir.file("order.safetensors"));
+  write_safetensors(dir / "order.safetensors", t);
+  const auto f = SafetensorsFile::open(dir / "order.safetensors");
   EXPECT_EQ(f.names_in_file_order(), expected);
   EXPECT_EQ(f.data_offsets("j"), std::make_pair(uint64_t{0}, uint64_t{8}));
   EXPECT_EQ(f.data_offsets("d"), std::make_pair(uint64_t{8}, uint64_t{16}));
@@ -340,7 +301,7 @@ TEST(SafetensorsTest, LayoutOrderIsDescendingDtypeThenName) {
 TEST(SafetensorsTest, RoundTripAllDtypesAndShapes) {
   TempDir dir;
   const auto tensors = sample_tensors();
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir / "model.safetensors";
   write_safetensors(path, tensors, SafetensorsMetadata{{"format", "pt"}, {"megacpp", "1"}});
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 
@@ -368,8 +329,8 @@ TEST(SafetensorsTest, RoundTripAllDtypesAndShapes) {
   EXPECT_EQ(std::string(again.begin(), again.end()), read_bytes(path));
 
   // A file with no tensors at all.
-  write_safetensors(dir.file("none.safetensors"), std::map<std::string, Tensor>{});
-  const auto none = SafetensorsFile::open(dir.file("none.safetensors"));
+  write_safetensors(dir / "none.safetensors", std::map<std::string, Tensor>{});
+  const auto none = SafetensorsFile::open(dir / "none.safetensors");
   EXPECT_EQ(none.size(), 0u);
   EXPECT_FALSE(none.has_metadata());
 }
@@ -377,25 +338,25 @@ TEST(SafetensorsTest, RoundTripAllDtypesAndShapes) {
 TEST(SafetensorsTest, MetadataAbsentVersusEmpty) {
   TempDir dir;
   const std::map<std::string, Tensor> t{{"x", {"F32", {1}, bytes_of(std::vector<float>{1.f})}}};
-  write_safetensors(dir.file("a.safetensors"), t);
-  write_safetensors(dir.file("b.safetensors"), t, SafetensorsMetadata{});
-  EXPECT_FALSE(SafetensorsFile::open(dir.file("a.safetensors")).has_metadata());
-  const auto b = SafetensorsFile::open(dir.file("b.safetensors"));
+  write_safetensors(dir / "a.safetensors", t);
+  write_safetensors(dir / "b.safetensors", t, SafetensorsMetadata{});
+  EXPECT_FALSE(SafetensorsFile::open(dir / "a.safetensors").has_metadata());
+  const auto b = SafetensorsFile::open(dir / "b.safetensors");
   EXPECT_TRUE(b.has_metadata());
   EXPECT_TRUE(b.metadata().empty());
-  EXPECT_NE(read_bytes(dir.file("b.safetensors")).find("{\"__metadata__\":{},\"x\":"), std::string::npos);
+  EXPECT_NE(read_bytes(dir / "b.safetensors").find("{\"__metadata__\":{},\"x\":"), std::string::npos);
 }
 
 TEST(SafetensorsTest, WriteReplacesAtomicallyAndReportsFailures) {
   TempDir dir;
-  const std::string path = dir.file("w.safetensors");
+  const std::string path = dir / "w.safetensors";
   write_safetensors(path, std::map<std::string, Tensor>{{"x", {"F32", {2}, bytes_of(std::vector<float>{1, 2})}}});
   write_safetensors(path, std::map<std::string, Tensor>{{"y", {"I8", {1}, {5}}}});
   const auto f = SafetensorsFile::open(path);
   EXPECT_EQ(f.names(), std::vector<std::string>{"y"});
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 
-  const std::string missing = dir.file("no/such/dir/w.safetensors");
+  const std::string missing = dir / "no/such/dir/w.safetensors";
   try {
     write_safetensors(missing, std::map<std::string, Tensor>{{"x", {"I8", {1}, {5}}}});
     ADD_FAILURE() << "no error";
@@ -406,7 +367,7 @@ TEST(SafetensorsTest, WriteReplacesAtomicallyAndReportsFailures) {
 
 TEST(SafetensorsTest, WriterRejectsInconsistentTensors) {
   TempDir dir;
-  const std::string path = dir.file("bad.safetensors");
+  const std::string path = dir / "bad.safetensors";
   auto error_of = [&](const std::map<std::string, Tensor>& t) -> std::string {
     try {
       write_safetensors(path, t);
@@ -430,7 +391,7 @@ TEST(SafetensorsTest, WriterRejectsInconsistentTensors) {
 TEST(SafetensorsTest, IndependentPythonReaderAgreesWithCppWriter) {
   TempDir dir;
   const auto tensors = sample_tensors();
-  const std::string path = dir.file("cpp.safetensors");
+  const std::string path = dir / "cpp.safetensors";
   write_safetensors(path, tensors, SafetensorsMetadata{{"format", "pt"}});
   const nlohmann::json dump = reference("dump", path);
   ASSERT_TRUE(dump.is_object());
@@ -462,7 +423,7 @@ TEST(SafetensorsTest, IndependentPythonReaderAgreesWithCppWriter) {
 
 TEST(SafetensorsTest, CppReadsFileWrittenByPythonExactly) {
   TempDir dir;
-  const std::string path = dir.file("py.safetensors");
+  const std::string path = dir / "py.safetensors";
   const nlohmann::json desc = reference("write", path);
   ASSERT_TRUE(desc.is_object());
   const auto f = SafetensorsFile::open(path);
@@ -494,7 +455,7 @@ TEST(SafetensorsTest, CppReadsFileWrittenByPythonExactly) {
 class SafetensorsCorruptionTest : public ::testing::Test {
  protected:
   TempDir dir_;
-  const std::string path_ = dir_.file("corrupt.safetensors");
+  const std::string path_ = dir_ / "corrupt.safetensors";
 
   std::string error() { return open_error(path_); }
 };
@@ -602,7 +563,7 @@ TEST_F(SafetensorsCorruptionTest, MissingTensorIsNamed) {
   } catch (const std::runtime_error& e) {
     expect_contains(e.what(), {path_, "'y'"});
   }
-  expect_contains(open_error(dir_.file("absent.safetensors")), {dir_.file("absent.safetensors"), "cannot open"});
+  expect_contains(open_error(dir_ / "absent.safetensors"), {dir_ / "absent.safetensors", "cannot open"});
 }
 
 // ---- shards ---------------------------------------------------------------------------------
@@ -649,12 +610,12 @@ TEST(SafetensorsShardTest, ShardedIndexRoundTrip) {
   ASSERT_GE(plan.filenames.size(), 3u);
   for (const auto& filename : plan.filenames) {
     EXPECT_TRUE(fs::exists(dir.path() / filename)) << filename;
-    const auto shard = SafetensorsFile::open(dir.file(filename));
+    const auto shard = SafetensorsFile::open(dir / filename);
     EXPECT_EQ(shard.metadata(), (SafetensorsMetadata{{"format", "pt"}}));
   }
   EXPECT_FALSE(fs::exists(dir.path() / "model.safetensors"));
 
-  const SafetensorsIndex index = read_safetensors_index(dir.file("model.safetensors.index.json"));
+  const SafetensorsIndex index = read_safetensors_index(dir / "model.safetensors.index.json");
   uint64_t total = 0;
   for (const auto& kv : tensors) total += kv.second.data.size();
   EXPECT_EQ(index.total_size(), total);
@@ -700,7 +661,7 @@ TEST(SafetensorsShardTest, IndexTextAndErrors) {
   index.metadata["total_size"] = 6;
   index.weight_map = {{"b.weight", "model-00002-of-00002.safetensors"},
                       {"a.w\xC3\xA9ight", "model-00001-of-00002.safetensors"}};
-  const std::string path = dir.file("model.safetensors.index.json");
+  const std::string path = dir / "model.safetensors.index.json";
   write_safetensors_index(path, index);
   // json.dumps(index, indent=2, sort_keys=True) + "\n", non-ASCII escaped.
   EXPECT_EQ(read_bytes(path),
@@ -718,9 +679,9 @@ TEST(SafetensorsShardTest, IndexTextAndErrors) {
   EXPECT_EQ(back.total_size(), 6u);
 
   // A tensor the index maps to a shard that lacks it.
-  write_safetensors(dir.file("model-00001-of-00002.safetensors"),
+  write_safetensors(dir / "model-00001-of-00002.safetensors",
                     std::map<std::string, Tensor>{{"a.w\xC3\xA9ight", {"U8", {3}, {1, 2, 3}}}});
-  write_safetensors(dir.file("model-00002-of-00002.safetensors"),
+  write_safetensors(dir / "model-00002-of-00002.safetensors",
                     std::map<std::string, Tensor>{{"c.weight", {"U8", {3}, {1, 2, 3}}}});
   try {
     SafetensorsCheckpoint::open(dir.path().string());
@@ -729,12 +690,12 @@ TEST(SafetensorsShardTest, IndexTextAndErrors) {
     expect_contains(e.what(), {path, "'b.weight'", "model-00002-of-00002.safetensors"});
   }
   // A shard the index names but that is missing.
-  fs::remove(dir.file("model-00002-of-00002.safetensors"));
+  fs::remove(dir / "model-00002-of-00002.safetensors");
   try {
     SafetensorsCheckpoint::open(dir.path().string());
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
-    expect_contains(e.what(), {dir.file("model-00002-of-00002.safetensors"), "cannot open"});
+    expect_contains(e.what(), {dir / "model-00002-of-00002.safetensors", "cannot open"});
   }
   // Paths out of the directory, bad JSON, no weight_map.
   write_bytes(path, R"({"metadata": {}, "weight_map": {"x": "../model.safetensors"}})");

@@ -1,6 +1,5 @@
 // TensorBoardWriter against an independent decoder (tests/reference/tensorboard_events.py:
 // plain Python, its own CRC-32C and protobuf wire-format parser).
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -22,27 +21,15 @@
 
 #include "megacpp/metrics/crc32c.h"
 #include "megacpp/metrics/tensorboard_writer.h"
+#include "tests/io/io_test_util.h"
 
 namespace fs = std::filesystem;
+using megacpp::io_test::CommandResult;
+using megacpp::io_test::run_command;
+using megacpp::io_test::TempDir;
 using megacpp::metrics::TensorBoardWriter;
 
 namespace {
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-CommandResult run_command(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed: " + command);
-  std::string output;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
 
 CommandResult decode(const std::string& path) {
   return run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/tensorboard_events.py '" +
@@ -63,23 +50,6 @@ uint32_t float_bits(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   return bits;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "megacpp-tb-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 struct Scalar {
   std::string tag;
@@ -149,7 +119,7 @@ TEST(TensorBoardWriter, PythonDecoderReadsScalarsExactly) {
   }  // the destructor flushes
 
   const CommandResult result = decode(path);
-  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_EQ(result.status, 0) << result.output;
   const auto lines = json_lines(result.output);
   ASSERT_EQ(lines.size(), scalars.size() + 1) << result.output;
 
@@ -184,14 +154,14 @@ TEST(TensorBoardWriter, FlushMakesEventsVisibleWhileOpen) {
   writer.flush();
   // Decoding the directory finds the writer's file.
   auto result = decode(tmp.path().string());
-  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_EQ(json_lines(result.output).size(), 2u) << result.output;
 
   writer.add_scalar("a", 2.0, 2);
   writer.add_scalar("b", 3.0, 2);
   writer.flush();
   result = decode(writer.path());
-  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_EQ(result.status, 0) << result.output;
   const auto lines = json_lines(result.output);
   ASSERT_EQ(lines.size(), 4u) << result.output;
   EXPECT_EQ(lines[3].at("tag"), "b");
@@ -211,7 +181,7 @@ TEST(TensorBoardWriter, PythonDecoderRejectsCorruptedBytes) {
     std::ifstream in(path, std::ios::binary);
     original.assign(std::istreambuf_iterator<char>(in), {});
   }
-  ASSERT_EQ(decode(path).exit_code, 0);
+  ASSERT_EQ(decode(path).status, 0);
 
   // The last record: 8 length bytes, 4 length CRC bytes, data, 4 data CRC bytes. Flip one bit
   // in its length, in its data (the float) and in its data CRC.
@@ -236,7 +206,7 @@ TEST(TensorBoardWriter, PythonDecoderRejectsCorruptedBytes) {
     const std::string corrupt = (tmp.path() / "corrupt.bin").string();
     std::ofstream(corrupt, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
     const CommandResult result = decode(corrupt);
-    EXPECT_EQ(result.exit_code, 1) << "offset " << c.offset << ": " << result.output;
+    EXPECT_EQ(result.status, 1) << "offset " << c.offset << ": " << result.output;
     EXPECT_NE(result.output.find(c.expect), std::string::npos) << result.output;
   }
 
@@ -244,7 +214,7 @@ TEST(TensorBoardWriter, PythonDecoderRejectsCorruptedBytes) {
   const std::string truncated = (tmp.path() / "truncated.bin").string();
   std::ofstream(truncated, std::ios::binary).write(original.data(), original.size() - 3);
   const CommandResult result = decode(truncated);
-  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.status, 1) << result.output;
   EXPECT_NE(result.output.find("truncated"), std::string::npos) << result.output;
 }
 

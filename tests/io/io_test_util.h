@@ -1,22 +1,27 @@
-// Helpers shared by the token dataset and preprocess tests: a temporary directory removed on
-// destruction, whole-file byte I/O, and capturing an exception's message.
+// Helpers shared by the torch-free I/O tests: a temporary directory removed on destruction,
+// whole-file byte I/O, an exception's message, and (from tests/support) running a command.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 
-namespace megacpp::data::test_util {
+#include "tests/support/command.h"
+
+namespace megacpp::io_test {
+
+using testing::CommandResult;
+using testing::run_command;
 
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "megacpp-data-test-XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "megacpp-io-test-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
@@ -28,11 +33,11 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   // PATH/name
-  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::filesystem::path path_;
 };
 
 inline std::string read_bytes(const std::string& path) {
@@ -47,14 +52,15 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-// The message of the std::exception `f` throws, or "" when it throws nothing.
-inline std::string error_of(const std::function<void()>& f) {
+// The message of the `Exception` that `f` throws, or "" when it throws none.
+template <class Exception = std::exception>
+std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const std::exception& e) {
+  } catch (const Exception& e) {
     return e.what();
   }
   return "";
 }
 
-}  // namespace megacpp::data::test_util
+}  // namespace megacpp::io_test
