@@ -24,6 +24,8 @@ cxxopts::Options make_options() {
       ("ffn-hidden-size", "MLP hidden size (default 4 x hidden)", cxxopts::value<std::string>()->default_value("0"))
       ("num-attention-heads", "attention heads", cxxopts::value<std::string>()->default_value("4"))
       ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<std::string>()->default_value("0"))
+      ("kv-channels", "head dimension (default: hidden / heads)", cxxopts::value<std::string>()->default_value("0"))
+      ("qk-layernorm", "RMSNorm on each query and key head before rotary (Qwen3)")
       ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
       ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<std::string>()->default_value("0"))
       ("vocab-size", "NullTokenizer: ids 0..N-1 (the model's vocabulary is N + 1, padded)", cxxopts::value<std::string>()->default_value("0"))
@@ -65,6 +67,18 @@ cxxopts::Options make_options() {
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
       ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
       ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"));
+  o.add_options("checkpointing")
+      ("save", "save checkpoints under this directory (DIR/iter_0000100/)", cxxopts::value<std::string>()->default_value(""))
+      ("save-interval", "iterations between checkpoints (one is also saved at the end)", cxxopts::value<std::string>()->default_value("0"))
+      ("load", "resume from the latest checkpoint under this directory", cxxopts::value<std::string>()->default_value(""))
+      ("ckpt-step", "with --load: the iteration to load instead of the latest", cxxopts::value<std::string>()->default_value("-1"))
+      ("ckpt-format", "torch_dist (Megatron) or torch_dcp (PyTorch DCP)", cxxopts::value<std::string>()->default_value("torch_dist"))
+      ("no-save-optim", "do not save the optimizer state")
+      ("no-load-optim", "do not load the optimizer state")
+      ("no-load-rng", "do not load the random number generator states")
+      ("finetune", "load only the model weights and start at iteration 0")
+      ("async-save", "write checkpoints in the background while training goes on")
+      ("no-initialization", "skip weight initialization (the weights come from --load)");
   o.add_options("logging")
       ("log-interval", "iterations between log lines", cxxopts::value<std::string>()->default_value("100"))
       ("peak-tflops", "peak TFLOP/s of one device, to log model FLOPs utilization (MFU)", cxxopts::value<std::string>()->default_value("0"))
@@ -107,6 +121,17 @@ void validate(const TrainingArguments& a) {
   require(a.exit_interval >= 0, "--exit-interval must be >= 0 (0: never)");
   require(a.peak_tflops >= 0, "--peak-tflops must be >= 0 (0: unknown)");
   require(a.tensorboard_log_interval > 0, "--tensorboard-log-interval must be positive");
+  require(a.save_interval >= 0, "--save-interval must be >= 0 (0: only at the end of training)");
+  require(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save");
+  require(!a.async_save || !a.save.empty(), "--async-save needs --save");
+  require(a.ckpt_step >= -1, "--ckpt-step must be an iteration number");
+  require(a.ckpt_step < 0 || !a.load.empty(), "--ckpt-step needs --load");
+  require(!a.finetune || !a.load.empty(), "--finetune needs --load");
+  require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");
+  if (a.ckpt_format != "torch_dcp" && a.ckpt_format != "torch_dist") {
+    throw std::invalid_argument("--ckpt-format must be torch_dist or torch_dcp (got '" + a.ckpt_format +
+                                "'); like MindSpeed, megacpp's FSDP2 saves only these two formats");
+  }
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(!a.bf16 || a.use_torch_fsdp2,
@@ -187,6 +212,8 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.model.ffn_hidden_size = number<int64_t>(r, "ffn-hidden-size");
   a.model.num_attention_heads = number<int64_t>(r, "num-attention-heads");
   a.model.num_query_groups = number<int64_t>(r, "num-query-groups");
+  a.model.kv_channels = number<int64_t>(r, "kv-channels");
+  a.model.qk_layernorm = r["qk-layernorm"].as<bool>();
   a.tokenizer.vocab_size = number<int64_t>(r, "vocab-size");
   a.make_vocab_size_divisible_by = number<int64_t>(r, "make-vocab-size-divisible-by");
   a.model.norm_epsilon = number<double>(r, "norm-epsilon");
@@ -229,6 +256,17 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.tensorboard_dir = r["tensorboard-dir"].as<std::string>();
   a.tensorboard_log_interval = number<int64_t>(r, "tensorboard-log-interval");
   a.dump_final_params = r["dump-final-params"].as<std::string>();
+  a.save = r["save"].as<std::string>();
+  a.save_interval = number<int64_t>(r, "save-interval");
+  a.load = r["load"].as<std::string>();
+  a.ckpt_step = number<int64_t>(r, "ckpt-step");
+  a.ckpt_format = r["ckpt-format"].as<std::string>();
+  a.no_save_optim = r["no-save-optim"].as<bool>();
+  a.no_load_optim = r["no-load-optim"].as<bool>();
+  a.no_load_rng = r["no-load-rng"].as<bool>();
+  a.finetune = r["finetune"].as<bool>();
+  a.async_save = r["async-save"].as<bool>();
+  a.no_initialization = r["no-initialization"].as<bool>();
   if (a.tokenizer.type != "NullTokenizer" && a.tokenizer.vocab_size != 0) {
     throw std::invalid_argument("--vocab-size is for NullTokenizer; " + a.tokenizer.type + " has its own vocabulary");
   }

@@ -54,6 +54,18 @@ struct TrainingArguments {
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   std::string dump_final_params;
+  // checkpoints
+  std::string save;
+  int64_t save_interval = 0;  // 0: only at the end of training
+  std::string load;
+  int64_t ckpt_step = -1;     // -1: the latest
+  std::string ckpt_format = "torch_dist";
+  bool no_save_optim = false;
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool finetune = false;
+  bool async_save = false;
+  bool no_initialization = false;
 };
 
 // Parses argv (argv[0] is the program). The tokenizer is built once to size the model's

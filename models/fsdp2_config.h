@@ -30,6 +30,9 @@ struct FSDP2Config {
   bool wrap_default_module_classes = false;         // every class module_classes() lists
   bool wrap_embeddings = false;                     // the token embedding as its own group
   bool wrap_lm_output = false;                      // the output layer as its own group
+
+  // ROLL's async_save_ckpt: checkpoints are written in the background, as --async-save.
+  bool async_save_ckpt = false;
 };
 
 inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
@@ -41,7 +44,7 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
          a.num_to_backward_prefetch == b.num_to_backward_prefetch &&
          a.module_classes_to_wrap == b.module_classes_to_wrap &&
          a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&
-         a.wrap_lm_output == b.wrap_lm_output;
+         a.wrap_lm_output == b.wrap_lm_output && a.async_save_ckpt == b.async_save_ckpt;
 }
 inline bool operator!=(const FSDP2Config& a, const FSDP2Config& b) { return !(a == b); }
 

@@ -38,6 +38,9 @@ class DistributedRuntime {
   c10::Device device() const { return device_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   const Group& world() const { return world_; }
+  // The job's key-value store (rendezvous), for agreeing on things outside collectives; null
+  // for a process running alone (no launcher environment).
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
   // Creates a group over `global_ranks`. Collective: every rank of the job must call it with
   // the same arguments in the same order, members or not (non-members get rank -1).

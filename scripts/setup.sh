@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
-  libpcre2-dev nlohmann-json3-dev
+  libpcre2-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev googletest
   python3 python3-numpy
   python3-torch  # a real torchrun (/usr/bin/python3 -m torch.distributed.run) for the launch end-to-end tests

@@ -217,7 +217,7 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         int shards = v.IsNull() ? 4 : scalar<int>(v, source, key, "an integer");
         if (shards != 1 && shards != 4) not_supported(source, key, "no TiledMLP", "1 or ROLL's default 4");
       } else if (name == "async_save_ckpt") {
-        if (flag(v, source, key, false)) not_supported(source, key, "no checkpoint saving yet", "false");
+        c.async_save_ckpt = flag(v, source, key, false);
       } else if (name == "ulysses_size") {
         int size = v.IsNull() ? 1 : scalar<int>(v, source, key, "an integer");
         if (size < 1) fail(source, key, "must be >= 1");

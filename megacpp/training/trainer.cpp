@@ -13,6 +13,7 @@
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/logging.h"
+#include "megacpp/training/checkpointing.h"
 #include "megacpp/training/lr_schedule.h"
 #include "megacpp/training/memory_report.h"
 #include "megacpp/training/log_lines.h"
@@ -138,7 +139,10 @@ int run_training(const TrainingArguments& args) {
   const bool meta = args.init_model_with_meta_device;
   auto build_options = torch::TensorOptions().dtype(torch::kFloat).device(meta ? c10::Device(c10::kMeta) : device);
   auto model = models::create_model(args.model_type, args.model, build_options);
-  auto init = [&] { model->init_weights(args.init_method_std, args.seed); };
+  // --no-initialization: the shards are left as allocated; --load fills them.
+  auto init = [&] {
+    if (!args.no_initialization) model->init_weights(args.init_method_std, args.seed);
+  };
   if (args.use_torch_fsdp2) {
     if (!meta) init();
     model->fully_shard(mesh, fsdp_config, device, meta ? std::function<void()>(init) : nullptr);
@@ -158,6 +162,8 @@ int run_training(const TrainingArguments& args) {
   auto optimizer = make_optimizer(args, params);
   LearningRateSchedule schedule(args.lr, args.min_lr, args.lr_warmup_iters,
                                 args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters, args.lr_decay_style);
+  TrainingCheckpointer checkpointer(args, *runtime, mesh, args.async_save || fsdp_config.async_save_ckpt);
+  const TrainingProgress resumed = checkpointer.load(*model, *optimizer);
   const BatchSlice slice{args.micro_batch_size, dp_rank, dp_size};
   const double flops_per_token = model->flops_per_token(args.seq_length);
 
@@ -208,11 +214,16 @@ int run_training(const TrainingArguments& args) {
     return stats;
   };
 
-  int64_t consumed_train = 0, consumed_valid = 0;
+  int64_t consumed_train = resumed.consumed_train, consumed_valid = resumed.consumed_valid;
   double interval_loss = 0, interval_ms = 0;
   int64_t interval_iters = 0;
   bool exited_early = false;
-  for (int64_t it = 1; it <= args.train_iters; ++it) {
+  int64_t last_iteration = resumed.iteration, last_saved = resumed.iteration;
+  auto save_checkpoint = [&] {
+    checkpointer.save({last_iteration, consumed_train, consumed_valid}, *model, *optimizer);
+    last_saved = last_iteration;
+  };
+  for (int64_t it = resumed.iteration + 1; it <= args.train_iters; ++it) {
     const auto start = Clock::now();
     const double lr = schedule.at(it);
     set_learning_rate(*optimizer, lr);
@@ -229,6 +240,7 @@ int run_training(const TrainingArguments& args) {
     const double grad_norm = parallel::fsdp::clip_grad_norm(params, args.clip_grad, mesh);
     optimizer->step();
     consumed_train += global_batch;
+    last_iteration = it;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 
     IterationStats stats = throughput(ms);
@@ -268,17 +280,21 @@ int run_training(const TrainingArguments& args) {
       validate(data::kValid, consumed_valid, "iteration " + std::to_string(it), it);
       consumed_valid += args.eval_iters * global_batch;
     }
+    if (checkpointer.due(it)) save_checkpoint();
     if (exiting) {
       spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args.exit_interval);
       exited_early = true;
       break;
     }
   }
+  // As Megatron: the last iteration is saved too, unless it just was.
+  if (!args.save.empty() && last_saved != last_iteration) save_checkpoint();
   if (!exited_early && args.eval_iters > 0) {
     if (data.splits[data::kValid]) validate(data::kValid, consumed_valid, "the end of training for val data", args.train_iters);
     if (data.splits[data::kTest]) validate(data::kTest, 0, "the end of training for test data", args.train_iters);
   }
   if (!args.dump_final_params.empty()) dump_parameters(*model, args.dump_final_params, runtime->rank());
+  checkpointer.finish();  // a background save completes before the program exits
   runtime->barrier();
   return 0;
 }

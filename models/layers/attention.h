@@ -3,15 +3,26 @@
 #include <memory>
 
 #include "models/layers/linear.h"
+#include "models/layers/rms_norm.h"
 #include "models/layers/rotary.h"
 
 namespace megacpp::models {
 
-// Causal grouped-query self-attention with rotary embeddings (Hugging Face LlamaAttention).
+struct AttentionShape {
+  int64_t hidden_size = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;        // may differ from hidden_size / heads (Qwen3)
+  double rotary_base = 10000.0;
+  bool qk_layernorm = false;   // RMSNorm over head_dim on every q and k head, before rotary
+  double norm_epsilon = 1e-6;  // of those norms
+};
+
+// Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,
+// or Qwen3Attention with qk_layernorm (children q_norm, k_norm with weight [head_dim]).
 class Attention : public parallel::Module {
  public:
-  Attention(int64_t hidden_size, int64_t heads, int64_t kv_heads, double rotary_base,
-            const at::TensorOptions& options);
+  Attention(const AttentionShape& shape, const at::TensorOptions& options);
 
  protected:
   at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
@@ -19,7 +30,8 @@ class Attention : public parallel::Module {
  private:
   int64_t heads_, kv_heads_, head_dim_;
   RotaryEmbedding rotary_;
-  std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
+  std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;  // q [heads*head_dim, hidden], o [hidden, heads*head_dim]
+  std::shared_ptr<RMSNorm> q_norm_, k_norm_;                    // null without qk_layernorm
 };
 
 }  // namespace megacpp::models

@@ -15,10 +15,14 @@ void LlamaConfig::validate() const {
   require(vocab_size > 0, "--vocab-size must be positive");
   require(hidden_size > 0, "--hidden-size must be positive");
   require(num_layers > 0, "--num-layers must be positive");
-  require(num_attention_heads > 0 && hidden_size % num_attention_heads == 0,
+  require(num_attention_heads > 0, "--num-attention-heads must be positive");
+  require(kv_channels >= 0, "--kv-channels must be >= 0 (0: --hidden-size / --num-attention-heads)");
+  require(kv_channels > 0 || hidden_size % num_attention_heads == 0,
           "--hidden-size (" + std::to_string(hidden_size) + ") must be divisible by --num-attention-heads (" +
-              std::to_string(num_attention_heads) + ")");
-  require(head_dim() % 2 == 0, "--hidden-size / --num-attention-heads must be even for rotary embeddings");
+              std::to_string(num_attention_heads) + "), or give the head dimension with --kv-channels");
+  require(head_dim() % 2 == 0, "the head dimension (" + std::to_string(head_dim()) +
+                                   ", --kv-channels or --hidden-size / --num-attention-heads) must be even for "
+                                   "rotary embeddings");
   require(kv_heads() > 0 && num_attention_heads % kv_heads() == 0,
           "--num-attention-heads (" + std::to_string(num_attention_heads) +
               ") must be divisible by --num-query-groups (" + std::to_string(kv_heads()) + ")");
@@ -30,11 +34,20 @@ void LlamaConfig::validate() const {
 
 double LlamaConfig::flops_per_token(int64_t seq_length) const {
   const double h = static_cast<double>(hidden_size), d = static_cast<double>(head_dim());
+  // q/k RMSNorm (--qk-layernorm) is elementwise: no matmul FLOPs.
   const double attention_proj = 2.0 * h * (num_attention_heads * d) * 2 + 2.0 * h * (kv_heads() * d) * 2;
   const double mlp = 2.0 * 3 * h * ffn();
   const double scores = 2.0 * 2 * seq_length * num_attention_heads * d;  // QK^T and PV
   const double logits = 2.0 * h * vocab_size;
   return 3.0 * (num_layers * (attention_proj + mlp + scores) + logits);
+}
+
+bool operator==(const LlamaConfig& a, const LlamaConfig& b) {
+  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size && a.ffn() == b.ffn() &&
+         a.num_layers == b.num_layers && a.num_attention_heads == b.num_attention_heads &&
+         a.kv_heads() == b.kv_heads() && a.head_dim() == b.head_dim() && a.qk_layernorm == b.qk_layernorm &&
+         a.max_position_embeddings == b.max_position_embeddings && a.rotary_base == b.rotary_base &&
+         a.norm_epsilon == b.norm_epsilon && a.tie_embeddings == b.tie_embeddings;
 }
 
 }  // namespace megacpp::models

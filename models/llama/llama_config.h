@@ -1,4 +1,4 @@
-// The shape of a Llama/Qwen-style decoder (Megatron's flag names in comments).
+// The shape of a Llama/Qwen3-style decoder (Megatron's flag names in comments).
 #pragma once
 
 #include <cstdint>
@@ -13,12 +13,14 @@ struct LlamaConfig {
   int64_t num_layers = 2;                 // --num-layers
   int64_t num_attention_heads = 4;        // --num-attention-heads
   int64_t num_query_groups = 0;           // --num-query-groups (0: = heads, i.e. MHA)
+  int64_t kv_channels = 0;                // --kv-channels: head dimension (0: hidden / heads)
+  bool qk_layernorm = false;              // --qk-layernorm: RMSNorm on each q and k head (Qwen3)
   int64_t max_position_embeddings = 0;    // --max-position-embeddings
   double rotary_base = 10000.0;           // --rotary-base
   double norm_epsilon = 1e-5;             // --norm-epsilon
   bool tie_embeddings = true;             // false with --untie-embeddings-and-output-weights
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   // Throws std::invalid_argument naming the Megatron flag that is inconsistent.
@@ -26,5 +28,10 @@ struct LlamaConfig {
   // Training FLOPs per token (forward + backward = 3x forward matmuls, plus attention).
   double flops_per_token(int64_t seq_length) const;
 };
+
+// Equal when both describe the same model: the 0 defaults are compared resolved (an explicit
+// --num-query-groups equal to the heads is the same model as 0).
+bool operator==(const LlamaConfig& a, const LlamaConfig& b);
+inline bool operator!=(const LlamaConfig& a, const LlamaConfig& b) { return !(a == b); }
 
 }  // namespace megacpp::models

@@ -9,8 +9,9 @@ namespace megacpp::models {
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options)
     : parallel::Module("LlamaDecoderLayer") {
   input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
-  self_attn_ = register_module("self_attn", std::make_shared<Attention>(config.hidden_size, config.num_attention_heads,
-                                                                        config.kv_heads(), config.rotary_base, options));
+  AttentionShape shape{config.hidden_size, config.num_attention_heads, config.kv_heads(), config.head_dim(),
+                       config.rotary_base, config.qk_layernorm, config.norm_epsilon};
+  self_attn_ = register_module("self_attn", std::make_shared<Attention>(shape, options));
   post_attention_layernorm_ = register_module("post_attention_layernorm",
                                               std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
   mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));

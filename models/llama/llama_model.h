@@ -1,6 +1,7 @@
-// A Llama/Qwen2-style decoder whose math matches Hugging Face's LlamaForCausalLM, with HF's
-// module names (embed_tokens, layers.N.{self_attn,mlp,input_layernorm,
-// post_attention_layernorm}, norm, lm_head) so checkpoints map 1:1.
+// A Llama-style decoder whose math matches Hugging Face's LlamaForCausalLM (with
+// qk_layernorm: Qwen3ForCausalLM), with HF's module names (embed_tokens,
+// layers.N.{self_attn{,.q_norm,.k_norm},mlp,input_layernorm,post_attention_layernorm}, norm,
+// lm_head) so checkpoints map 1:1 (checkpoint/hf_config.h).
 #pragma once
 
 #include <memory>
@@ -41,10 +42,11 @@ class LlamaModel : public LanguageModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
 
-  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (LlamaForCausalLM's
-  // _no_split_modules); embed_tokens is the token embedding; lm_head (untied only) the output.
+  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen3DecoderLayer with
+  // qk_layernorm; the CausalLM's _no_split_modules); embed_tokens is the token embedding;
+  // lm_head (untied only) the output.
   std::vector<std::pair<std::string, std::string>> module_classes() const override {
-    return {{"LlamaDecoderLayer", "layers.{*}"}};
+    return {{config_.qk_layernorm ? "Qwen3DecoderLayer" : "LlamaDecoderLayer", "layers.{*}"}};
   }
   std::string input_embeddings_path() const override { return "embed_tokens"; }
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }

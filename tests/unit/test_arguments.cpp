@@ -90,6 +90,17 @@ TEST(Arguments, RefusesBadDataFlagsByName) {
   EXPECT_NE(error_of({"--mock-data", "--make-vocab-size-divisible-by", "0"}).find("--make-vocab-size-divisible-by"), std::string::npos);
 }
 
+TEST(Arguments, Qwen3ShapeFlags) {
+  auto a = parse({"--mock-data", "--hidden-size", "30", "--num-attention-heads", "4", "--kv-channels", "12",
+                  "--qk-layernorm"});
+  EXPECT_EQ(a.model.head_dim(), 12);
+  EXPECT_TRUE(a.model.qk_layernorm);
+  EXPECT_FALSE(parse({"--mock-data"}).model.qk_layernorm);
+  EXPECT_EQ(parse({"--mock-data"}).model.head_dim(), 16);
+  EXPECT_NE(error_of({"--mock-data", "--kv-channels", "-1"}).find("--kv-channels must be >= 0"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--kv-channels", "7"}).find("--kv-channels"), std::string::npos);
+}
+
 TEST(LearningRateSchedule, WarmupThenDecay) {
   training::LearningRateSchedule cosine(1.0, 0.1, 2, 10, "cosine");
   EXPECT_DOUBLE_EQ(cosine.at(1), 0.5);

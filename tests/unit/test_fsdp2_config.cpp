@@ -143,6 +143,9 @@ ulysses_size: 1
   EXPECT_TRUE(c.wrap_embeddings);
   EXPECT_TRUE(c.wrap_lm_output);
   EXPECT_TRUE(c.sub_modules_to_wrap.empty());
+  EXPECT_FALSE(c.async_save_ckpt);
+  EXPECT_TRUE(parse_fsdp2_config("async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
+  EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n  async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
 
   // Without transformer_layer_cls_to_wrap ROLL wraps the model's decoder layer classes.
   EXPECT_TRUE(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap_default_module_classes);
@@ -209,7 +212,6 @@ TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
       {"apply_tiled_mlp: true\n", "apply_tiled_mlp"},
       {"tiled_num_shards: 8\n", "tiled_num_shards"},
       {"ulysses_size: 2\n", "ulysses_size"},
-      {"async_save_ckpt: true\n", "async_save_ckpt"},
       {"strategy_config:\n  offload_policy: true\n", "strategy_config.offload_policy"},
       {"strategy_args:\n  strategy_config:\n    wrap_policy:\n      moe_experts: [E]\n",
        "strategy_args.strategy_config.wrap_policy.moe_experts"},

@@ -1,0 +1,42 @@
+#include "checkpoint/checkpoint_reader.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace megacpp::checkpoint {
+namespace fs = std::filesystem;
+
+std::optional<CheckpointReader> CheckpointReader::open(const std::string& root, std::optional<int64_t> step) {
+  std::optional<int64_t> iteration = step ? step : read_tracker(root);
+  if (!iteration) return std::nullopt;
+  const std::string dir = checkpoint_dir(root, *iteration);
+  if (!fs::is_directory(dir)) {
+    throw std::runtime_error("--load: checkpoint directory " + dir + " does not exist" +
+                             (step ? std::string(" (--ckpt-step ") + std::to_string(*step) + ")" : " (named by " + tracker_path(root) + ")"));
+  }
+  return CheckpointReader(dir, *iteration);
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration)
+    : format_(detect_format(dir)), iteration_(iteration), dcp_(dir) {
+  if (format_ == CheckpointFormat::kTorchDist) {
+    const std::string path = (fs::path(dir) / "common.pt").string();
+    common_ = torch_load(read_whole_file(path), path);
+    if (common_->kind() != PyValue::Kind::kDict) throw std::runtime_error(path + ": expected a dict, found " + common_->repr());
+  }
+}
+
+bool CheckpointReader::has_object(const std::string& key) const {
+  if (common_) return common_->find(key) != nullptr;
+  return dcp_.has(key) && !dcp_.metadata().entry(key).is_tensor;
+}
+
+PyValue CheckpointReader::object(const std::string& key) const {
+  if (common_) {
+    if (const PyValue* v = common_->find(key)) return *v;
+    throw std::runtime_error((fs::path(dir()) / "common.pt").string() + ": no key '" + key + "'");
+  }
+  return dcp_.read_object(key);
+}
+
+}  // namespace megacpp::checkpoint

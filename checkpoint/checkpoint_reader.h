@@ -1,0 +1,39 @@
+// Opening the checkpoint --load names: the latest (or --ckpt-step N) under a Megatron
+// layout, in whichever format its files say.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "checkpoint/dcp_io.h"
+#include "checkpoint/layout.h"
+
+namespace megacpp::checkpoint {
+
+class CheckpointReader {
+ public:
+  // The checkpoint of iteration `step` (or the tracker's) under `root`; nullopt when `root`
+  // has no tracker file and no step is asked for. Throws naming the directory or file when
+  // the checkpoint asked for is missing or unreadable.
+  static std::optional<CheckpointReader> open(const std::string& root, std::optional<int64_t> step);
+  // A checkpoint directory itself (iter_N or release).
+  explicit CheckpointReader(const std::string& dir, int64_t iteration);
+
+  const std::string& dir() const { return dcp_.dir(); }
+  CheckpointFormat format() const { return format_; }
+  int64_t iteration() const { return iteration_; }  // kReleaseIteration for release
+  const DcpReader& tensors() const { return dcp_; }
+
+  // Non-sharded state: common.pt's entries for torch_dist, DCP objects for torch_dcp.
+  bool has_object(const std::string& key) const;
+  PyValue object(const std::string& key) const;
+
+ private:
+  CheckpointFormat format_;
+  int64_t iteration_;
+  DcpReader dcp_;
+  std::optional<PyValue> common_;  // torch_dist's common.pt
+};
+
+}  // namespace megacpp::checkpoint

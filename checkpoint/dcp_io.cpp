@@ -1,0 +1,215 @@
+#include "checkpoint/dcp_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/tensor_convert.h"
+
+namespace megacpp::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+std::string rank_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
+
+// An open file written in order, flushed to disk on close.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot create " + path_ + ": " + std::strerror(errno));
+  }
+  ~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int64_t offset() const { return offset_; }
+  void write(const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+    offset_ += static_cast<int64_t>(bytes.size());
+  }
+  void close() {
+    const bool ok = ::fsync(fd_) == 0;
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0 || !ok) throw std::runtime_error("cannot flush " + path_ + ": " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t offset_ = 0;
+};
+
+std::string describe(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+RankItems RankItems::snapshot() const {
+  RankItems copy = *this;
+  for (auto& t : copy.tensors) t.local = t.local.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  return copy;
+}
+
+DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& items) {
+  const std::string name = rank_file_name(rank);
+  OutputFile file((fs::path(dir) / name).string());
+  DcpMetadata written;
+  auto append = [&](const std::string& bytes) {
+    DcpStorageInfo storage{name, file.offset(), static_cast<int64_t>(bytes.size())};
+    file.write(bytes);
+    return storage;
+  };
+  for (const auto& [key, value] : items.objects) written.add_bytes(key, append(torch_save(value)));
+  for (const auto& t : items.tensors) {
+    const RawTensor raw = to_raw(t.local);
+    DcpChunk chunk{t.offsets, raw.sizes, {}};
+    chunk.storage = append(torch_save(PyValue::tensor(std::make_shared<RawTensor>(raw))));
+    written.add_tensor_chunk(t.key, raw.dtype, t.global_shape, std::move(chunk));
+  }
+  for (const auto& [key, path] : items.planner_paths) written.set_planner_path(key, path);
+  file.close();
+  return written;
+}
+
+void merge_metadata(DcpMetadata& into, const DcpMetadata& part) {
+  for (const auto& key : part.keys()) {
+    const DcpEntry& e = part.entry(key);
+    if (!e.is_tensor) {
+      into.add_bytes(key, e.chunks.front().storage);
+      continue;
+    }
+    for (const auto& chunk : e.chunks) into.add_tensor_chunk(key, e.dtype, e.size, chunk);
+  }
+  for (const auto& [key, path] : part.planner_paths()) into.set_planner_path(key, path);
+}
+
+void write_metadata_file(const std::string& dir, const DcpMetadata& metadata) {
+  write_file_atomically((fs::path(dir) / ".metadata").string(), metadata.serialize());
+}
+
+DcpReader::DcpReader(std::string dir) : dir_(std::move(dir)) {
+  const std::string path = (fs::path(dir_) / ".metadata").string();
+  metadata_ = DcpMetadata::parse(read_whole_file(path), path);
+}
+
+std::string DcpReader::read_record(const std::string& key, const DcpStorageInfo& storage) const {
+  const std::string path = (fs::path(dir_) / storage.relative_path).string();
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + "), needed for key '" + key + "'");
+  }
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (storage.offset + storage.length > st.st_size) {
+    ::close(fd);
+    throw std::runtime_error(path + " is truncated: key '" + key + "' needs bytes [" + std::to_string(storage.offset) +
+                             ", " + std::to_string(storage.offset + storage.length) + ") but the file has " +
+                             std::to_string(st.st_size));
+  }
+  std::string bytes(static_cast<size_t>(storage.length), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, storage.offset + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw std::runtime_error(path + ": read error for key '" + key + "'");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& offsets, const at::Tensor& dest) const {
+  const std::string where = (fs::path(dir_) / ".metadata").string();
+  if (!metadata_.contains(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "'");
+  const DcpEntry& entry = metadata_.entry(key);
+  if (!entry.is_tensor) throw std::runtime_error(where + ": key '" + key + "' is an object, not a tensor");
+  const std::vector<int64_t> block = dest.sizes().vec();
+  if (block.size() != entry.size.size() || offsets.size() != entry.size.size()) {
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + describe(entry.size) + " in the checkpoint, the model wants a block " +
+                             describe(block) + " of a tensor with " + std::to_string(offsets.size()) + " dimensions");
+  }
+  for (size_t d = 0; d < block.size(); ++d) {
+    if (offsets[d] < 0 || offsets[d] + block[d] > entry.size[d]) {
+      throw std::runtime_error(where + ": key '" + key + "' has shape " + describe(entry.size) + " in the checkpoint, which does not hold the block " +
+                               describe(block) + " at " + describe(offsets) + " the model needs");
+    }
+  }
+  int64_t covered = 0;  // elements of the block filled, to find holes
+  for (const DcpChunk& chunk : entry.chunks) {
+    // The intersection of the chunk and the block, per dimension.
+    std::vector<int64_t> begin(block.size()), length(block.size());
+    bool empty = false;
+    for (size_t d = 0; d < block.size(); ++d) {
+      begin[d] = std::max(offsets[d], chunk.offsets[d]);
+      const int64_t end = std::min(offsets[d] + block[d], chunk.offsets[d] + chunk.sizes[d]);
+      length[d] = end - begin[d];
+      empty = empty || length[d] <= 0;
+    }
+    if (empty && !block.empty()) continue;
+    const std::string file = (fs::path(dir_) / chunk.storage.relative_path).string();
+    const std::string what = file + ", key '" + key + "'";
+    const PyValue loaded = torch_load(read_record(key, chunk.storage), what);
+    if (loaded.kind() != PyValue::Kind::kTensor) throw std::runtime_error(what + ": the record is not a tensor");
+    const RawTensor& raw = loaded.tensor();
+    if (raw.sizes != chunk.sizes || raw.dtype != entry.dtype) {
+      throw std::runtime_error(what + ": the record holds a " + dtype_torch_name(raw.dtype) + " tensor of shape " +
+                               describe(raw.sizes) + ", .metadata says " + dtype_torch_name(entry.dtype) + " " +
+                               describe(chunk.sizes));
+    }
+    at::Tensor source = from_raw(raw), target = dest;
+    int64_t numel = 1;
+    for (size_t d = 0; d < block.size(); ++d) {
+      source = source.narrow(static_cast<int64_t>(d), begin[d] - chunk.offsets[d], length[d]);
+      target = target.narrow(static_cast<int64_t>(d), begin[d] - offsets[d], length[d]);
+      numel *= length[d];
+    }
+    target.copy_(source);
+    covered += numel;
+  }
+  if (covered != dest.numel()) {
+    throw std::runtime_error(where + ": the chunks of key '" + key + "' cover " + std::to_string(covered) + " of the " +
+                             std::to_string(dest.numel()) + " elements needed (a missing or overlapping shard)");
+  }
+}
+
+at::Tensor DcpReader::read_tensor(const std::string& key) const {
+  if (!metadata_.contains(key)) {
+    throw std::runtime_error((fs::path(dir_) / ".metadata").string() + ": the checkpoint has no key '" + key + "'");
+  }
+  const DcpEntry& entry = metadata_.entry(key);
+  at::Tensor out = at::empty(entry.size, at::TensorOptions().dtype(to_scalar_type(entry.dtype)));
+  read_block(key, std::vector<int64_t>(entry.size.size(), 0), out);
+  return out;
+}
+
+PyValue DcpReader::read_object(const std::string& key) const {
+  const std::string where = (fs::path(dir_) / ".metadata").string();
+  if (!metadata_.contains(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "'");
+  const DcpEntry& entry = metadata_.entry(key);
+  if (entry.is_tensor) throw std::runtime_error(where + ": key '" + key + "' is a tensor, not an object");
+  const DcpStorageInfo& storage = entry.chunks.front().storage;
+  return torch_load(read_record(key, storage), (fs::path(dir_) / storage.relative_path).string() + ", key '" + key + "'");
+}
+
+}  // namespace megacpp::checkpoint

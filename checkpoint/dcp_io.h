@@ -1,0 +1,73 @@
+// Writing and reading the data of a PyTorch Distributed Checkpoint directory: each rank
+// writes its items into __{rank}_0.distcp (one `torch.save` record per tensor chunk or
+// object, back to back), and one rank writes the `.metadata` that indexes them all.
+// Reading looks chunks up in `.metadata` and reads only the byte ranges of the chunks that
+// overlap the block a rank asks for: this is what makes loading on another mesh cheap.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "checkpoint/dcp_metadata.h"
+#include "checkpoint/pickle.h"
+
+namespace megacpp::checkpoint {
+
+// A block of a tensor of the global state dict: `local` is the part [offsets, offsets +
+// local.sizes()) of a tensor of shape `global_shape`.
+struct TensorBlock {
+  std::string key;
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;
+  at::Tensor local;
+};
+
+// The items one rank writes.
+struct RankItems {
+  std::vector<TensorBlock> tensors;
+  std::vector<std::pair<std::string, PyValue>> objects;
+  std::map<std::string, std::vector<std::string>> planner_paths;  // key -> nested state-dict path
+
+  // Copies every tensor to contiguous CPU memory, so the items can be written while
+  // training goes on (async save).
+  RankItems snapshot() const;
+};
+
+// Writes `items` to DIR/__{rank}_0.distcp (fsync'ed) and returns the metadata of what it
+// wrote, for the coordinator to merge.
+DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& items);
+// Adds every key of `part` to `into`.
+void merge_metadata(DcpMetadata& into, const DcpMetadata& part);
+// Writes DIR/.metadata atomically.
+void write_metadata_file(const std::string& dir, const DcpMetadata& metadata);
+
+class DcpReader {
+ public:
+  // Reads and checks DIR/.metadata.
+  explicit DcpReader(std::string dir);
+
+  const std::string& dir() const { return dir_; }
+  const DcpMetadata& metadata() const { return metadata_; }
+  bool has(const std::string& key) const { return metadata_.contains(key); }
+
+  // Fills `dest` with the block of tensor `key` that starts at `offsets` (dest's shape is
+  // the block's), converting the dtype. Throws naming the key and the file when the key is
+  // missing or not a tensor, the shapes disagree, a chunk is missing, or a stored record is
+  // truncated or corrupted.
+  void read_block(const std::string& key, const std::vector<int64_t>& offsets, const at::Tensor& dest) const;
+  // The whole tensor `key`, or the object stored under `key`.
+  at::Tensor read_tensor(const std::string& key) const;
+  PyValue read_object(const std::string& key) const;
+
+ private:
+  std::string read_record(const std::string& key, const DcpStorageInfo& storage) const;
+  std::string dir_;
+  DcpMetadata metadata_;
+};
+
+}  // namespace megacpp::checkpoint

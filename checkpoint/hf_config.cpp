@@ -1,0 +1,216 @@
+#include "checkpoint/hf_config.h"
+
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+
+namespace megacpp::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+const char* const kLlama = "LlamaForCausalLM";
+const char* const kQwen3 = "Qwen3ForCausalLM";
+
+// Reads the keys of one config.json; every error names the file and the key.
+class Keys {
+ public:
+  Keys(const json& j, const std::string& path) : j_(j), path_(path) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw std::invalid_argument(path_ + ": key '" + key + "': " + what);
+  }
+  // Present and not null.
+  const json* get(const std::string& key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t positive(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    const json* v = get(key);
+    if (!v && fallback) return *fallback;
+    if (!v) fail(key, "missing");
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0) fail(key, "expected a positive integer, got " + v->dump());
+    return v->get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) const {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
+    return v->get<double>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+  // The key must be absent, null or `allowed` (a feature megacpp does not implement).
+  void refuse_unless(const std::string& key, const json& allowed, const std::string& why) const {
+    const json* v = get(key);
+    if (v && *v != allowed) fail(key, v->dump() + " is not supported: " + why);
+  }
+
+ private:
+  const json& j_;
+  const std::string& path_;
+};
+
+// transformers v5 writes rope_parameters {"rope_type": "default", "rope_theta": T} instead of
+// rope_theta; only default RoPE computes what RotaryEmbedding does.
+double rope_theta(const Keys& keys) {
+  const json* params = keys.get("rope_parameters");
+  if (!params) return keys.number("rope_theta", 10000.0);
+  if (!params->is_object()) keys.fail("rope_parameters", "expected an object, got " + params->dump());
+  double theta = keys.number("rope_theta", 10000.0);
+  for (auto& [name, value] : params->items()) {
+    if (name == "rope_theta" && value.is_number()) {
+      theta = value.get<double>();
+    } else if (!((name == "rope_type" || name == "type") && value == "default") &&
+               !(name == "partial_rotary_factor" && value == 1.0)) {
+      keys.fail("rope_parameters." + name, value.dump() + " is not supported (only default RoPE)");
+    }
+  }
+  return theta;
+}
+
+void refuse_unsupported(const Keys& keys) {
+  keys.refuse_unless("rope_scaling", json(), "only default RoPE (no scaling) is implemented");
+  keys.refuse_unless("partial_rotary_factor", 1.0, "rotary embeddings cover the whole head");
+  keys.refuse_unless("hidden_act", "silu", "the MLP is SwiGLU with silu");
+  keys.refuse_unless("attention_bias", false, "the attention projections have no bias");
+  keys.refuse_unless("mlp_bias", false, "the MLP projections have no bias");
+  keys.refuse_unless("use_sliding_window", false, "attention is full causal attention");
+  keys.refuse_unless("attention_dropout", 0.0, "megacpp has no dropout");
+  if (const json* types = keys.get("layer_types")) {
+    if (!types->is_array()) keys.fail("layer_types", "expected a list, got " + types->dump());
+    for (const json& t : *types) {
+      if (t != "full_attention") keys.fail("layer_types", t.dump() + " is not supported: only full_attention");
+    }
+  }
+}
+
+// Weight names without the "model." prefix; a layer index has no leading zeros.
+const std::regex& weight_name_pattern() {
+  static const std::regex pattern(
+      "embed_tokens\\.weight|norm\\.weight|lm_head\\.weight|"
+      "layers\\.(0|[1-9][0-9]*)\\.(input_layernorm|post_attention_layernorm|"
+      "self_attn\\.(q_proj|k_proj|v_proj|o_proj|q_norm|k_norm)|mlp\\.(gate_proj|up_proj|down_proj))\\.weight");
+  return pattern;
+}
+
+[[noreturn]] void unknown_name(const std::string& name, const std::string& expected) {
+  throw std::invalid_argument("'" + name + "' is not a weight of a Llama/Qwen3 model (expected " + expected + ")");
+}
+
+}  // namespace
+
+nlohmann::json to_hf_config(const models::LlamaConfig& c, const std::string& torch_dtype) {
+  if (torch_dtype != "float32" && torch_dtype != "bfloat16") {
+    throw std::invalid_argument("torch_dtype '" + torch_dtype + "': expected float32 or bfloat16");
+  }
+  c.validate();
+  if (c.max_position_embeddings <= 0) {
+    throw std::invalid_argument("max_position_embeddings must be set (> 0) to write a Hugging Face config");
+  }
+  json j = {
+      {"architectures", json::array({c.qk_layernorm ? kQwen3 : kLlama})},
+      {"model_type", c.qk_layernorm ? "qwen3" : "llama"},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.ffn()},
+      {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.kv_heads()},
+      {"head_dim", c.head_dim()},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rms_norm_eps", c.norm_epsilon},
+      {"rope_theta", c.rotary_base},
+      {"rope_scaling", nullptr},
+      {"tie_word_embeddings", c.tie_embeddings},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"use_cache", true},
+      {"torch_dtype", torch_dtype},
+  };
+  if (c.qk_layernorm) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.num_layers;
+  } else {
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  }
+  return j;
+}
+
+models::LlamaConfig from_hf_config(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
+  const Keys keys(j, path);
+  const json* type = keys.get("model_type");
+  if (!type || (*type != "llama" && *type != "qwen3")) {
+    keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads \"llama\" and \"qwen3\"");
+  }
+  const bool qwen3 = *type == "qwen3";
+  if (const json* archs = keys.get("architectures")) {
+    if (*archs != json::array({qwen3 ? kQwen3 : kLlama})) {
+      keys.fail("architectures", archs->dump() + ": expected [\"" + (qwen3 ? kQwen3 : kLlama) +
+                                     "\"] for model_type " + type->dump());
+    }
+  }
+  refuse_unsupported(keys);
+
+  models::LlamaConfig c;
+  c.qk_layernorm = qwen3;
+  c.hidden_size = keys.positive("hidden_size");
+  c.ffn_hidden_size = keys.positive("intermediate_size");
+  c.num_layers = keys.positive("num_hidden_layers");
+  c.num_attention_heads = keys.positive("num_attention_heads");
+  c.num_query_groups = keys.positive("num_key_value_heads", c.num_attention_heads);
+  // Absent head_dim: LlamaAttention uses hidden / heads, Qwen3Config's default is 128.
+  c.kv_channels = keys.positive("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads);
+  c.vocab_size = keys.positive("vocab_size");
+  c.max_position_embeddings = keys.positive("max_position_embeddings", qwen3 ? 32768 : 2048);
+  c.norm_epsilon = keys.number("rms_norm_eps", 1e-6);
+  c.rotary_base = rope_theta(keys);
+  c.tie_embeddings = keys.flag("tie_word_embeddings", false);
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": describes a model megacpp cannot build: " + e.what());
+  }
+  return c;
+}
+
+models::LlamaConfig read_hf_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
+  }
+  return from_hf_config(j, path);
+}
+
+std::string to_hf_name(const std::string& fqn) {
+  if (!std::regex_match(fqn, weight_name_pattern())) {
+    unknown_name(fqn, "embed_tokens.weight, norm.weight, lm_head.weight or layers.N.<module>.weight");
+  }
+  return fqn == "lm_head.weight" ? fqn : "model." + fqn;
+}
+
+std::string from_hf_name(const std::string& hf_name) {
+  if (hf_name == "lm_head.weight") return hf_name;
+  const std::string prefix = "model.";
+  const std::string fqn = hf_name.rfind(prefix, 0) == 0 ? hf_name.substr(prefix.size()) : "";
+  if (fqn == "lm_head.weight" || !std::regex_match(fqn, weight_name_pattern())) {
+    unknown_name(hf_name, "model.embed_tokens.weight, model.norm.weight, model.layers.N.<module>.weight or "
+                          "lm_head.weight");
+  }
+  return fqn;
+}
+
+}  // namespace megacpp::checkpoint

@@ -1,0 +1,37 @@
+// megacpp-convert: Hugging Face folders (config.json + safetensors) <-> megacpp checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "checkpoint/layout.h"
+
+namespace megacpp::checkpoint {
+
+struct HfExportOptions {
+  std::string load;                 // checkpoint root (Megatron layout)
+  std::optional<int64_t> step;      // default: the tracker's iteration
+  std::string output;               // the Hugging Face folder to write
+  std::string dtype = "float32";    // or "bfloat16"
+  uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
+};
+
+// Writes config.json (LlamaForCausalLM, or Qwen3ForCausalLM for --qk-layernorm models),
+// model.safetensors (or shards + model.safetensors.index.json) with HF weight names. The
+// model's shape comes from the checkpoint's args. Returns a one-line summary.
+std::string export_hf(const HfExportOptions& options);
+
+struct HfImportOptions {
+  std::string input;  // the Hugging Face folder
+  std::string save;   // checkpoint root to write SAVE/release/ into
+  CheckpointFormat format = CheckpointFormat::kTorchDist;
+};
+
+// Writes the weights as a release checkpoint (fp32, model only; the tracker says
+// "release"), which `megacpp-train --load SAVE` starts from at iteration 0. Every weight
+// the model needs must be there with its shape; errors name the file and the tensor.
+// Returns the megacpp-train flags that build this model.
+std::string import_hf(const HfImportOptions& options);
+
+}  // namespace megacpp::checkpoint

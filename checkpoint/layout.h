@@ -1,0 +1,43 @@
+// Megatron's checkpoint directory layout:
+//   SAVE/latest_checkpointed_iteration.txt   "100" (or "release" for converted weights)
+//   SAVE/iter_0000100/                       one checkpoint, in one of two formats:
+//     torch_dcp:  .metadata + __{rank}_0.distcp                 (PyTorch DCP)
+//     torch_dist: metadata.json + common.pt + .metadata + __{rank}_0.distcp (Megatron)
+//   SAVE/release/                            weights imported from elsewhere (iteration 0)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace megacpp::checkpoint {
+
+enum class CheckpointFormat { kTorchDcp, kTorchDist };
+
+// "torch_dcp" / "torch_dist".
+std::string format_name(CheckpointFormat format);
+// Throws std::invalid_argument naming --ckpt-format for anything else.
+CheckpointFormat parse_format(const std::string& name);
+
+inline constexpr int64_t kReleaseIteration = -1;  // the "release" checkpoint
+
+std::string tracker_path(const std::string& root);
+// SAVE/iter_0000100, or SAVE/release for kReleaseIteration.
+std::string checkpoint_dir(const std::string& root, int64_t iteration);
+
+// The iteration the tracker file names; nullopt when there is no tracker file. Throws
+// naming the file when it exists but holds neither a number nor "release".
+std::optional<int64_t> read_tracker(const std::string& root);
+// Replaces the tracker atomically (write a temporary file, fsync, rename).
+void write_tracker(const std::string& root, int64_t iteration);
+
+// The format of the checkpoint in `dir`, from its files: metadata.json names torch_dist,
+// a lone .metadata is torch_dcp. Throws naming the directory when it is neither.
+CheckpointFormat detect_format(const std::string& dir);
+
+// Writes `bytes` to `path` through `path`.tmp, fsync and rename, so readers never see a
+// partial file.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+std::string read_whole_file(const std::string& path);
+
+}  // namespace megacpp::checkpoint

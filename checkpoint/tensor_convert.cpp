@@ -1,0 +1,59 @@
+#include "checkpoint/tensor_convert.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+
+namespace megacpp::checkpoint {
+
+DType to_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return DType::kFloat32;
+    case at::kDouble: return DType::kFloat64;
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    case at::kLong: return DType::kInt64;
+    case at::kInt: return DType::kInt32;
+    case at::kShort: return DType::kInt16;
+    case at::kChar: return DType::kInt8;
+    case at::kByte: return DType::kUInt8;
+    case at::kBool: return DType::kBool;
+    default: throw std::invalid_argument(std::string("cannot store tensors of type ") + c10::toString(type));
+  }
+}
+
+at::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat64: return at::kDouble;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kBFloat16: return at::kBFloat16;
+    case DType::kInt64: return at::kLong;
+    case DType::kInt32: return at::kInt;
+    case DType::kInt16: return at::kShort;
+    case DType::kInt8: return at::kChar;
+    case DType::kUInt8: return at::kByte;
+    case DType::kBool: return at::kBool;
+  }
+  throw std::invalid_argument("unknown dtype");
+}
+
+RawTensor to_raw(const at::Tensor& tensor) {
+  const at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
+  std::string bytes(static_cast<size_t>(cpu.numel()) * cpu.element_size(), '\0');
+  if (!bytes.empty()) std::memcpy(bytes.data(), cpu.data_ptr(), bytes.size());
+  return RawTensor::contiguous(to_dtype(cpu.scalar_type()), cpu.sizes().vec(), std::move(bytes));
+}
+
+at::Tensor from_raw(const RawTensor& raw) {
+  const at::ScalarType type = to_scalar_type(raw.dtype);
+  const size_t element = dtype_size(raw.dtype);
+  const auto storage = raw.storage;  // keeps the bytes alive as long as the tensor
+  const int64_t storage_numel = storage ? static_cast<int64_t>(storage->size() / element) : 0;
+  at::Tensor flat = at::empty({storage_numel}, at::TensorOptions().dtype(type));
+  if (storage_numel > 0) std::memcpy(flat.data_ptr(), storage->data(), static_cast<size_t>(storage_numel) * element);
+  return flat.as_strided(raw.sizes, raw.strides, raw.storage_offset).clone();
+}
+
+}  // namespace megacpp::checkpoint

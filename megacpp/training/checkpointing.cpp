@@ -1,0 +1,369 @@
+#include "megacpp/training/checkpointing.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#ifdef MEGACPP_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
+
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/model_args.h"
+#include "checkpoint/tensor_convert.h"
+#include "parallel/device_mesh.h"
+#include "parallel/distributed_runtime.h"
+#include "parallel/fsdp/fsdp_param.h"
+
+namespace megacpp::training {
+namespace {
+
+using checkpoint::CheckpointFormat;
+using checkpoint::PyValue;
+
+constexpr double kCheckpointVersion = 3.0;  // Megatron's
+
+// Key names. torch_dcp follows PyTorch's state dict: {"model": model.state_dict(),
+// "optim": get_optimizer_state_dict(flatten_optimizer_state_dict=True)}, flattened by DCP.
+// torch_dist follows Megatron: model keys bare, optimizer keys optimizer.state.<name>.<key>.
+struct Keys {
+  CheckpointFormat format;
+  bool dcp() const { return format == CheckpointFormat::kTorchDcp; }
+  std::string param(const std::string& fqn) const { return dcp() ? "model." + fqn : fqn; }
+  std::string optimizer_state(const std::string& fqn, const std::string& name) const {
+    return dcp() ? "optim.state." + fqn + "." + name : "optimizer.state." + name + "." + fqn;
+  }
+  std::string param_group(const std::string& fqn, const std::string& name) const { return "optim.param_groups." + fqn + "." + name; }
+  static std::string rng(int rank) { return "rng_state." + std::to_string(rank); }
+  // Where DCP's flattening found `key` in the nested state dict (planner_data).
+  std::vector<std::string> planner_path(const std::string& key) const {
+    for (const char* top : {"model.", "optim."}) {
+      if (dcp() && key.rfind(top, 0) == 0) return {std::string(top, 5), key.substr(6)};
+    }
+    return {key};
+  }
+};
+
+// One parameter and this rank's rows of it.
+struct ParamSlot {
+  std::string fqn;
+  at::Tensor tensor;  // the sharded fp32 master (or the whole parameter without FSDP)
+  std::vector<int64_t> global_shape, offsets;
+  bool writes = false;  // the one replica that saves these rows
+  size_t group = 0;     // optimizer param group
+};
+
+std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW& optimizer,
+                                   const parallel::DeviceMesh& mesh, int rank) {
+  std::unordered_map<const c10::TensorImpl*, size_t> group_of;
+  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+    for (const auto& p : optimizer.param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
+  }
+  std::vector<ParamSlot> slots;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    ParamSlot slot{item.key(), p, {}, {}, false, 0};
+    if (const auto* fsdp = parallel::fsdp::find_fsdp_param(p)) {
+      const auto& layout = fsdp->layout();
+      slot.global_shape = layout.shape;
+      slot.offsets.assign(layout.shape.size(), 0);
+      slot.offsets[0] = layout.first_row(mesh.fsdp().rank);
+      slot.writes = mesh.ddp().rank == 0 && layout.rows_on(mesh.fsdp().rank) > 0;
+    } else {
+      slot.global_shape = p.sizes().vec();
+      slot.offsets.assign(slot.global_shape.size(), 0);
+      slot.writes = rank == 0;
+    }
+    if (auto it = group_of.find(p.unsafeGetTensorImpl()); it != group_of.end()) slot.group = it->second;
+    slots.push_back(std::move(slot));
+  }
+  return slots;
+}
+
+std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+// The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
+torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p) {
+  auto& state = optimizer.state()[state_key(p)];
+  if (!state) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    state = std::move(fresh);
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*state);
+}
+
+PyValue tensor_value(const at::Tensor& t) {
+  return PyValue::tensor(std::make_shared<checkpoint::RawTensor>(checkpoint::to_raw(t)));
+}
+
+PyValue str(const std::string& s) { return PyValue::string(s); }
+
+PyValue group_hyperparameters(const torch::optim::OptimizerParamGroup& group, bool with_step, int64_t step) {
+  const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+  std::vector<std::pair<PyValue, PyValue>> items{
+      {str("lr"), PyValue::real(o.lr())},
+      {str("betas"), PyValue::tuple({PyValue::real(std::get<0>(o.betas())), PyValue::real(std::get<1>(o.betas()))})},
+      {str("eps"), PyValue::real(o.eps())},
+      {str("weight_decay"), PyValue::real(o.weight_decay())},
+      {str("amsgrad"), PyValue::boolean(o.amsgrad())},
+      {str("maximize"), PyValue::boolean(false)},
+      {str("foreach"), PyValue::none()},
+      {str("capturable"), PyValue::boolean(false)},
+      {str("differentiable"), PyValue::boolean(false)},
+      {str("fused"), PyValue::none()}};
+  if (with_step) items.emplace_back(str("step"), PyValue::integer(step));
+  return PyValue::dict(std::move(items));
+}
+
+// Megatron's RNG entry, per rank.
+PyValue rng_state(const c10::Device& device) {
+  std::vector<std::pair<PyValue, PyValue>> items;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    items.emplace_back(str("torch_rng_state"), tensor_value(gen.get_state()));
+  }
+#ifdef MEGACPP_WITH_CUDA
+  if (device.is_cuda()) {
+    auto gen = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    items.emplace_back(str("cuda_rng_state"), tensor_value(gen.get_state()));
+  }
+#endif
+  return PyValue::dict(std::move(items));
+}
+
+void restore_rng_state(const PyValue& state, const c10::Device& device, const std::string& where) {
+  const PyValue* cpu = state.find("torch_rng_state");
+  if (!cpu) throw std::runtime_error(where + ": no torch_rng_state");
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(checkpoint::from_raw(cpu->tensor()));
+  }
+#ifdef MEGACPP_WITH_CUDA
+  if (const PyValue* cuda = state.find("cuda_rng_state"); cuda && device.is_cuda()) {
+    auto gen = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(checkpoint::from_raw(cuda->tensor()));
+  }
+#endif
+}
+
+// Megatron's opt_param_scheduler.state_dict().
+PyValue schedule_state(const TrainingArguments& args, int64_t iteration) {
+  const int64_t decay = args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters;
+  return PyValue::dict({{str("max_lr"), PyValue::real(args.lr)},
+                        {str("min_lr"), PyValue::real(args.min_lr)},
+                        {str("lr_warmup_steps"), PyValue::integer(args.lr_warmup_iters)},
+                        {str("lr_decay_steps"), PyValue::integer(decay)},
+                        {str("lr_decay_style"), str(args.lr_decay_style)},
+                        {str("num_steps"), PyValue::integer(iteration)}});
+}
+
+// The arguments that describe the run (Megatron keeps them, and the data position, in args).
+PyValue args_state(const TrainingArguments& args, const TrainingProgress& progress, int world_size, int dp_size) {
+  auto items = checkpoint::llama_args(args.model);
+  for (auto& [name, value] : std::vector<std::pair<const char*, PyValue>>{
+           {"seq_length", PyValue::integer(args.seq_length)},
+           {"micro_batch_size", PyValue::integer(args.micro_batch_size)},
+           {"global_batch_size", PyValue::integer(args.global_batch_size)},
+           {"train_iters", PyValue::integer(args.train_iters)},
+           {"seed", PyValue::integer(static_cast<int64_t>(args.seed))},
+           {"world_size", PyValue::integer(world_size)},
+           {"data_parallel_size", PyValue::integer(dp_size)},
+           {"iteration", PyValue::integer(progress.iteration)},
+           {"consumed_train_samples", PyValue::integer(progress.consumed_train)},
+           {"consumed_valid_samples", PyValue::integer(progress.consumed_valid)}}) {
+    items.emplace_back(str(name), std::move(value));
+  }
+  return PyValue::dict(std::move(items));
+}
+
+int64_t int_field(const PyValue& dict, const std::string& key, const std::string& where) {
+  const PyValue* v = dict.find(key);
+  if (!v) throw std::runtime_error(where + ": no '" + key + "'");
+  return v->as_int();
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Reads this rank's rows of tensor `key` into `dest`, checking the global shape first.
+void load_rows(const checkpoint::DcpReader& reader, const std::string& key, const ParamSlot& slot, const at::Tensor& dest) {
+  const std::string where = reader.dir() + "/.metadata";
+  if (!reader.has(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "' (parameter " + slot.fqn + ")");
+  const auto& entry = reader.metadata().entry(key);
+  if (!entry.is_tensor || entry.size != slot.global_shape) {
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_text(entry.size) + " in the checkpoint but " +
+                             shape_text(slot.global_shape) + " in the model");
+  }
+  if (dest.numel() == 0) return;
+  at::Tensor staging = at::empty(dest.sizes(), dest.options().device(at::kCPU));
+  reader.read_block(key, slot.offsets, staging);
+  torch::NoGradGuard no_grad;
+  dest.copy_(staging);
+}
+
+}  // namespace
+
+TrainingCheckpointer::TrainingCheckpointer(const TrainingArguments& args, parallel::DistributedRuntime& runtime,
+                                           const parallel::DeviceMesh& mesh, bool async)
+    : args_(args), runtime_(runtime), mesh_(mesh), async_(async) {
+  if (!args.save.empty()) {
+    saver_ = std::make_unique<checkpoint::CheckpointSaver>(runtime.store(), runtime.rank(), runtime.world_size());
+  }
+}
+
+bool TrainingCheckpointer::due(int64_t iteration) const {
+  return saver_ && args_.save_interval > 0 && iteration % args_.save_interval == 0;
+}
+
+void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Module& model, torch::optim::AdamW& optimizer) {
+  if (!saver_) return;
+  const CheckpointFormat format = checkpoint::parse_format(args_.ckpt_format);
+  const Keys keys{format};
+  const int rank = runtime_.rank();
+  const bool coordinator = rank == 0, with_optimizer = !args_.no_save_optim;
+  checkpoint::SaveJob job;
+  job.root = args_.save;
+  job.iteration = progress.iteration;
+  job.format = format;
+  auto& items = job.items;
+  auto add_block = [&](const std::string& key, const ParamSlot& slot, const at::Tensor& local) {
+    items.tensors.push_back({key, slot.global_shape, slot.offsets, local.detach()});
+    items.planner_paths[key] = keys.planner_path(key);
+  };
+  auto add_object = [&](const std::string& key, PyValue value) {
+    items.planner_paths[key] = keys.planner_path(key);
+    items.objects.emplace_back(key, std::move(value));
+  };
+  const auto slots = param_slots(model, optimizer, mesh_, rank);
+  int64_t step = 0;
+  for (const auto& slot : slots) {
+    auto& state = adam_state(optimizer, slot.tensor);
+    step = std::max(step, state.step());
+    if (slot.writes) {
+      add_block(keys.param(slot.fqn), slot, slot.tensor);
+      if (with_optimizer) {
+        add_block(keys.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+        add_block(keys.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+      }
+    }
+    if (with_optimizer && keys.dcp() && coordinator) {
+      // PyTorch keeps AdamW's step as a float32 scalar tensor per parameter.
+      ParamSlot scalar{slot.fqn, {}, {}, {}, true, slot.group};
+      add_block(keys.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
+      const PyValue group = group_hyperparameters(optimizer.param_groups()[slot.group], false, 0);
+      for (const auto& [name, value] : group.dict_items()) add_object(keys.param_group(slot.fqn, name.as_string()), value);
+    }
+  }
+  add_object(Keys::rng(rank), rng_state(runtime_.device()));
+  if (coordinator) {
+    std::vector<std::pair<std::string, PyValue>> scalars{
+        {"iteration", PyValue::integer(progress.iteration)},
+        {"checkpoint_version", PyValue::real(kCheckpointVersion)},
+        {"opt_param_scheduler", schedule_state(args_, progress.iteration)}};
+    PyValue saved_args = args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size());
+    if (keys.dcp()) {
+      scalars.emplace_back("args", std::move(saved_args));
+      for (auto& [key, value] : scalars) add_object(key, std::move(value));
+    } else {
+      // Megatron's common.pt: args is an argparse.Namespace, param groups sit with the optimizer.
+      scalars.emplace_back("args", PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}),
+                                                   std::move(saved_args), /*newobj=*/true));
+      if (with_optimizer) {
+        std::vector<PyValue> groups;
+        for (const auto& group : optimizer.param_groups()) groups.push_back(group_hyperparameters(group, true, step));
+        scalars.emplace_back("optimizer", PyValue::dict({{str("param_groups"), PyValue::list(std::move(groups))}}));
+      }
+      job.common = std::move(scalars);
+    }
+  }
+  saver_->save(std::move(job), async_);
+}
+
+TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
+  if (args_.load.empty()) return {};
+  std::optional<int64_t> step;
+  if (args_.ckpt_step >= 0) step = args_.ckpt_step;
+  auto reader = checkpoint::CheckpointReader::open(args_.load, step);
+  if (!reader) {
+    if (args_.no_initialization) {
+      throw std::runtime_error("--load " + args_.load + " has no checkpoint (no " + checkpoint::tracker_path(args_.load) +
+                               ") and --no-initialization leaves the weights uninitialized");
+    }
+    spdlog::warn("--load {}: no checkpoint found (no {}); training from scratch", args_.load,
+                 checkpoint::tracker_path(args_.load));
+    return {};
+  }
+  const bool release = reader->iteration() == checkpoint::kReleaseIteration;
+  const bool model_only = release || args_.finetune;
+  const Keys keys{reader->format()};
+  const auto& tensors = reader->tensors();
+  spdlog::info("loading checkpoint {} ({}{})", reader->dir(), checkpoint::format_name(reader->format()),
+               model_only ? ", model weights only" : "");
+
+  const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
+  for (const auto& slot : slots) load_rows(tensors, keys.param(slot.fqn), slot, slot.tensor);
+  if (model_only) return {};
+
+  const std::string where = reader->dir();
+  const PyValue saved_args = reader->object("args");
+  const PyValue& fields = checkpoint::args_fields(saved_args);
+  if (!args_.no_load_optim) {
+    if (!slots.empty() && !tensors.has(keys.optimizer_state(slots.front().fqn, "exp_avg"))) {
+      throw std::runtime_error(where + " holds no optimizer state (saved with --no-save-optim?): add --no-load-optim or --finetune");
+    }
+    std::vector<int64_t> group_steps;
+    if (!keys.dcp()) {
+      for (const auto& group : reader->object("optimizer").find("param_groups")->items()) {
+        group_steps.push_back(int_field(group, "step", where + "/common.pt optimizer.param_groups"));
+      }
+    }
+    for (const auto& slot : slots) {
+      auto& state = adam_state(optimizer, slot.tensor);
+      load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+      load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+      if (keys.dcp()) {
+        state.step(static_cast<int64_t>(tensors.read_tensor(keys.optimizer_state(slot.fqn, "step")).item<float>()));
+      } else {
+        if (slot.group >= group_steps.size()) throw std::runtime_error(where + "/common.pt: optimizer param group " + std::to_string(slot.group) + " is missing");
+        state.step(group_steps[slot.group]);
+      }
+    }
+  }
+  if (!args_.no_load_rng) {
+    const int64_t saved_world = int_field(fields, "world_size", where + " args");
+    if (saved_world == runtime_.world_size()) {
+      const std::string key = Keys::rng(runtime_.rank());
+      restore_rng_state(tensors.read_object(key), runtime_.device(), where + " " + key);
+    } else {
+      spdlog::warn("checkpoint was saved on {} ranks, this run has {}: RNG states are not restored", saved_world,
+                   runtime_.world_size());
+    }
+  }
+  TrainingProgress progress;
+  progress.iteration = reader->iteration();
+  progress.consumed_train = int_field(fields, "consumed_train_samples", where + " args");
+  progress.consumed_valid = int_field(fields, "consumed_valid_samples", where + " args");
+  spdlog::info("resuming at iteration {} ({} training and {} validation samples consumed)", progress.iteration,
+               progress.consumed_train, progress.consumed_valid);
+  return progress;
+}
+
+void TrainingCheckpointer::finish() {
+  if (saver_) saver_->finish();
+}
+
+}  // namespace megacpp::training

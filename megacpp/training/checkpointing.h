@@ -1,0 +1,59 @@
+// The training state in a checkpoint, Megatron-style: --save/--save-interval/--load and
+// friends. Which tensors and values a checkpoint holds and under which keys lives here;
+// how they are laid out on disk lives in checkpoint/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "checkpoint/checkpoint_saver.h"
+#include "megacpp/arguments.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class AdamW;
+}
+
+namespace megacpp::parallel {
+class DeviceMesh;
+class DistributedRuntime;
+}  // namespace megacpp::parallel
+
+namespace megacpp::training {
+
+// Where training stands: what a resumed run continues from.
+struct TrainingProgress {
+  int64_t iteration = 0;  // iterations done
+  int64_t consumed_train = 0;
+  int64_t consumed_valid = 0;
+};
+
+class TrainingCheckpointer {
+ public:
+  // `async`: --async-save, or ROLL's async_save_ckpt in fsdp2_config.yaml.
+  TrainingCheckpointer(const TrainingArguments& args, parallel::DistributedRuntime& runtime, const parallel::DeviceMesh& mesh,
+                       bool async);
+
+  // True when --save is set and `iteration` is a multiple of --save-interval.
+  bool due(int64_t iteration) const;
+  // Collective: saves model, optimizer (unless --no-save-optim), progress, LR schedule and
+  // every rank's RNG to --save (in the background with --async-save).
+  void save(const TrainingProgress& progress, torch::nn::Module& model, torch::optim::AdamW& optimizer);
+  // Loads --load into the (sharded) model and optimizer, each rank reading only its rows.
+  // Returns where to resume; zero when there is nothing to load (a warning says so), for
+  // --finetune and for release checkpoints.
+  TrainingProgress load(torch::nn::Module& model, torch::optim::AdamW& optimizer);
+  // Waits for a background save (call before exiting).
+  void finish();
+
+ private:
+  const TrainingArguments& args_;
+  parallel::DistributedRuntime& runtime_;
+  const parallel::DeviceMesh& mesh_;
+  bool async_;
+  std::unique_ptr<checkpoint::CheckpointSaver> saver_;
+};
+
+}  // namespace megacpp::training

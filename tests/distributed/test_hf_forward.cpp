@@ -1,0 +1,140 @@
+// Export to a Hugging Face folder, checked by an independent forward pass: each tiny model is
+// written as config.json (to_hf_config) + safetensors under HF names, read by
+// tests/reference/hf_forward.py (NumPy, transformers' Llama / Qwen3 math), and its logits must
+// match megacpp's on the same tokens. The Qwen3 model is also sharded over 2 ranks (FSDP2) and
+// exported from its gathered parameters, through a multi-file checkpoint with an index.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "checkpoint/hf_config.h"
+#include "checkpoint/safetensors.h"
+#include "models/llama/llama_model.h"
+#include "parallel/device_mesh.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "tests/support/distributed_test.h"
+
+namespace megacpp {
+namespace {
+
+using models::LlamaConfig;
+
+LlamaConfig tiny(bool tied, bool qwen3) {
+  LlamaConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.ffn_hidden_size = 40;
+  c.num_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_query_groups = 2;
+  c.max_position_embeddings = 16;
+  c.rotary_base = 500.0;
+  c.norm_epsilon = 1e-6;
+  c.tie_embeddings = tied;
+  c.qk_layernorm = qwen3;
+  if (qwen3) c.kv_channels = 12;  // != hidden / heads: q_proj [48, 32], o_proj [32, 48]
+  return c;
+}
+
+// Seeded init, then every norm weight (q_norm, k_norm included) drawn away from 1 so that a
+// misplaced norm shows. The same full values on every rank, sharded or not.
+std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaModel> model) {
+  model->init_weights(0.2, 7);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (auto& item : model->named_parameters()) {
+    if (item.key().find("norm") == std::string::npos) continue;
+    at::Tensor full = torch::empty(parallel::fsdp::full_shape(item.value()), torch::kFloat);
+    parallel::fsdp::copy_full_into_parameter(item.value(), full.uniform_(0.5, 1.5, generator));
+  }
+  return model;
+}
+
+const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
+                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
+
+at::Tensor token_ids() {
+  at::Tensor ids = torch::empty({2, 12}, torch::kLong);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t s = 0; s < 12; ++s) ids[b][s] = kTokens[b][s];
+  return ids;
+}
+
+// config.json + safetensors (fp32, HF names); several shards + index when max_shard_bytes is small.
+void write_hf_folder(const std::string& dir, const LlamaConfig& config,
+                     const std::map<std::string, at::Tensor>& full_params, uint64_t max_shard_bytes) {
+  std::ofstream(dir + "/config.json") << checkpoint::to_hf_config(config, "float32").dump(2) << "\n";
+  std::vector<std::pair<std::string, checkpoint::TensorView>> views;
+  for (auto& [fqn, tensor] : full_params) {
+    const at::Tensor& t = tensor;  // gathered/plain fp32, contiguous, alive in full_params
+    EXPECT_TRUE(t.is_contiguous() && t.scalar_type() == torch::kFloat) << fqn;
+    views.push_back({checkpoint::to_hf_name(fqn),
+                     checkpoint::TensorView{"F32", t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+                                            static_cast<std::size_t>(t.nbytes())}});
+  }
+  checkpoint::save_safetensors_sharded(dir, views, max_shard_bytes);
+}
+
+// The reference's logits [2, 12, vocab] for kTokens.
+at::Tensor reference_logits(const std::string& dir, int64_t vocab) {
+  std::string command = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/hf_forward.py " + dir;
+  for (auto& row : kTokens) {
+    command += " --tokens ";
+    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
+  }
+  command += " --out " + dir + "/reference_logits.f32";
+  auto result = testing::run_command(command);
+  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
+  at::Tensor logits = torch::zeros({2, 12, vocab}, torch::kFloat);
+  std::ifstream(dir + "/reference_logits.f32", std::ios::binary)
+      .read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
+  return logits;
+}
+
+void expect_matches_reference(const std::string& what, const std::string& dir, const LlamaConfig& config,
+                              const at::Tensor& logits) {
+  const double diff = (logits - reference_logits(dir, config.vocab_size)).abs().max().item<double>();
+  std::cout << what << ": max |megacpp - hf_forward.py| = " << diff << " (logits up to "
+            << logits.abs().max().item<double>() << ")" << std::endl;
+  EXPECT_LE(diff, 1e-4) << what;
+}
+
+void check_unsharded(const std::string& what, const LlamaConfig& config) {
+  auto model = initialize(std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat)));
+  at::Tensor logits = (*model)(token_ids()).detach();
+  const std::string dir = testing::scratch_dir();
+  write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(*model), 1ull << 30);
+  EXPECT_TRUE(std::ifstream(dir + "/model.safetensors").good());
+  expect_matches_reference(what, dir, config, logits);
+}
+
+TEST(HfForward, LlamaTiedMatchesReference) { check_unsharded("llama tied", tiny(true, false)); }
+TEST(HfForward, LlamaUntiedMatchesReference) { check_unsharded("llama untied", tiny(false, false)); }
+TEST(HfForward, Qwen3MatchesReference) { check_unsharded("qwen3", tiny(true, true)); }
+
+TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    const LlamaConfig config = tiny(false, true);
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat));
+    models::FSDP2Config fsdp;
+    fsdp.sub_modules_to_wrap = {"layers.{*}"};
+    model->fully_shard(mesh, fsdp, torch::kCPU);
+    initialize(model);
+    // q_norm / k_norm [12] are sharded like every other parameter (6 rows per rank).
+    EXPECT_EQ(model->named_parameters()["layers.0.self_attn.q_norm.weight"].size(0), 6);
+    auto full = parallel::fsdp::gather_full_parameters(*model);  // collective
+    at::Tensor logits = (*model)(token_ids()).detach();
+    if (rt.rank() != 0) return;
+    const std::string dir = testing::scratch_dir();
+    write_hf_folder(dir, config, full, 20000);  // ~60 KB of weights: several shards + index
+    EXPECT_TRUE(std::ifstream(dir + "/" + checkpoint::kSafetensorsIndexName).good());
+    expect_matches_reference("qwen3 sharded on 2 ranks", dir, config, logits);
+  });
+}
+
+}  // namespace
+}  // namespace megacpp

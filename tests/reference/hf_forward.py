@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen3ForCausalLM in NumPy.
+
+Reads a Hugging Face model folder (config.json, and model.safetensors or
+model.safetensors.index.json with its shards) and prints or saves the logits for token ids.
+It shares no code with megacpp: the files are parsed by safetensors_reader.py (next to this
+file) and the math is transformers' modeling_llama.py / modeling_qwen3.py, eager attention:
+
+  h = embed_tokens[ids]
+  per layer:  x = RMSNorm(h);  q, k, v = x Wq^T, x Wk^T, x Wv^T split into heads of head_dim
+              (Qwen3: q, k = RMSNorm over head_dim with q_norm / k_norm, before rotary)
+              rotary (rotate_half; inv_freq = 1 / theta^(arange(0, d, 2) / d), positions 0..s-1)
+              k, v repeated for grouped-query attention (repeat_kv)
+              h += softmax(q k^T / sqrt(head_dim) + causal mask) v  Wo^T
+              h += down(silu(gate(RMSNorm(h))) * up(RMSNorm(h)))
+  logits = RMSNorm(h) lm_head^T   (lm_head = embed_tokens when tied and there is no lm_head.weight)
+RMSNorm(x) = weight * x / sqrt(mean(x^2) + rms_norm_eps). Weights stored as BF16 / F16 / F32 are
+widened exactly; the arithmetic runs in --dtype (float64 by default, so the result is the exact
+math to ~1e-12; float32 is what HF computes for an fp32 model).
+
+Usage: hf_forward.py HF_DIR --tokens 1,2,3 [--tokens 4,5,6 ...] [--out FILE] [--dtype float32|float64]
+Every --tokens is one sequence of the batch (all the same length). The logits [batch, seq, vocab]
+are written to FILE (.npy: numpy.save; any other name: raw little-endian float32, C order), or
+printed as JSON when there is no --out. Refuses, naming the key, a config whose features this
+does not implement. Exit status 0 on success; otherwise the reason on stderr and 1.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_reader  # noqa: E402
+
+
+class ModelError(Exception):
+    pass
+
+
+def read_config(directory):
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    model_type = cfg.get("model_type")
+    if model_type not in ("llama", "qwen3"):
+        raise ModelError(f"{path}: model_type {model_type!r} is not llama or qwen3")
+
+    def refuse(key, allowed):
+        if cfg.get(key) is not None and cfg[key] != allowed:
+            raise ModelError(f"{path}: key {key!r} = {cfg[key]!r} is not implemented here")
+
+    for key, allowed in [("rope_scaling", None), ("hidden_act", "silu"), ("attention_bias", False),
+                         ("mlp_bias", False), ("use_sliding_window", False), ("partial_rotary_factor", 1.0)]:
+        refuse(key, allowed)
+    if any(t != "full_attention" for t in cfg.get("layer_types") or []):
+        raise ModelError(f"{path}: key 'layer_types': only full_attention is implemented here")
+    heads = cfg["num_attention_heads"]
+    default_head_dim = 128 if model_type == "qwen3" else cfg["hidden_size"] // heads  # Qwen3Config's default
+    return {
+        "qk_norm": model_type == "qwen3",
+        "layers": cfg["num_hidden_layers"],
+        "heads": heads,
+        "kv_heads": cfg.get("num_key_value_heads") or heads,
+        "head_dim": cfg.get("head_dim") or default_head_dim,
+        "eps": cfg.get("rms_norm_eps", 1e-6),
+        "theta": cfg.get("rope_theta", 10000.0),
+        "tied": cfg.get("tie_word_embeddings", False),
+    }
+
+
+def to_array(dtype, shape, data):
+    if dtype == "BF16":
+        values = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    elif dtype in ("F32", "F16", "F64"):
+        values = np.frombuffer(data, dtype=safetensors_reader.NUMPY[dtype])
+    else:
+        raise ModelError(f"weights of dtype {dtype} are not supported")
+    return values.reshape(shape)
+
+
+def read_weights(directory):
+    index_path = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            weight_map = json.load(f)["weight_map"]
+    else:
+        weight_map = None
+    files = sorted(set(weight_map.values())) if weight_map else ["model.safetensors"]
+    weights = {}
+    for filename in files:
+        with open(os.path.join(directory, filename), "rb") as f:
+            _, _, entries, _, buffer = safetensors_reader.parse(f.read())
+        for name, info in entries.items():
+            if weight_map is not None and weight_map.get(name) != filename:
+                continue  # as transformers: the index decides which file holds a tensor
+            begin, end = info["data_offsets"]
+            weights[name] = to_array(info["dtype"], info["shape"], buffer[begin:end])
+    return weights
+
+
+def rms_norm(x, weight, eps):
+    return weight * (x / np.sqrt((x * x).mean(-1, keepdims=True) + eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def forward(cfg, weights, ids, dtype):
+    def w(name):
+        if name not in weights:
+            raise ModelError(f"missing weight {name}")
+        return weights[name].astype(dtype)
+
+    batch, seq = ids.shape
+    heads, kv_heads, d, eps = cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["eps"]
+    inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, d, 2, dtype=np.int64).astype(dtype) / d))
+    freqs = np.outer(np.arange(seq).astype(dtype), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)  # [seq, d]
+    cos, sin = np.cos(emb), np.sin(emb)
+    mask = np.triu(np.full((seq, seq), -np.inf, dtype=dtype), 1)
+    h = w("model.embed_tokens.weight")[ids]
+    for i in range(cfg["layers"]):
+        p = f"model.layers.{i}."
+        x = rms_norm(h, w(p + "input_layernorm.weight"), eps)
+
+        def heads_of(name, n, norm=None):  # [b, s, n*d] -> [b, n, s, d]
+            y = (x @ w(p + f"self_attn.{name}.weight").T).reshape(batch, seq, n, d)
+            if norm is not None:
+                y = rms_norm(y, w(p + f"self_attn.{norm}.weight"), eps)
+            return y.transpose(0, 2, 1, 3)
+
+        qk = cfg["qk_norm"]
+        q = heads_of("q_proj", heads, "q_norm" if qk else None)
+        k = heads_of("k_proj", kv_heads, "k_norm" if qk else None)
+        v = heads_of("v_proj", kv_heads)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = np.repeat(k, heads // kv_heads, axis=1), np.repeat(v, heads // kv_heads, axis=1)  # repeat_kv
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + mask
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        attn = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, heads * d)
+        h = h + attn @ w(p + "self_attn.o_proj.weight").T
+        x = rms_norm(h, w(p + "post_attention_layernorm.weight"), eps)
+        gate, up = x @ w(p + "mlp.gate_proj.weight").T, x @ w(p + "mlp.up_proj.weight").T
+        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ w(p + "mlp.down_proj.weight").T
+    h = rms_norm(h, w("model.norm.weight"), eps)
+    tied = cfg["tied"] and "lm_head.weight" not in weights
+    return h @ w("model.embed_tokens.weight" if tied else "lm_head.weight").T
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("hf_dir")
+    parser.add_argument("--tokens", action="append", required=True, help="comma-separated ids (one per sequence)")
+    parser.add_argument("--out")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    args = parser.parse_args(argv[1:])
+    try:
+        rows = [[int(t) for t in text.split(",")] for text in args.tokens]
+        if len({len(r) for r in rows}) != 1:
+            raise ModelError("every --tokens must have the same length")
+        ids = np.array(rows, dtype=np.int64)
+        weights = read_weights(args.hf_dir)
+        vocab = weights["model.embed_tokens.weight"].shape[0]
+        if ids.min() < 0 or ids.max() >= vocab:
+            raise ModelError(f"token ids must be in [0, {vocab})")
+        logits = forward(read_config(args.hf_dir), weights, ids, np.dtype(args.dtype)).astype(np.float32)
+    except KeyError as e:
+        print(f"hf_forward.py: missing key {e}", file=sys.stderr)
+        return 1
+    except (ModelError, safetensors_reader.FormatError, ValueError, OSError) as e:
+        print(f"hf_forward.py: {e}", file=sys.stderr)
+        return 1
+    if args.out is None:
+        print(json.dumps(logits.tolist()))
+    elif args.out.endswith(".npy"):
+        np.save(args.out, logits)
+    else:
+        logits.astype("<f4").tofile(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,193 @@
+// config.json <-> LlamaConfig and HF weight names (checkpoint/hf_config.h): round trips, the
+// keys transformers reads, and refusals that name the file and the key.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "checkpoint/hf_config.h"
+#include "models/llama/llama_model.h"
+
+namespace megacpp::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+models::LlamaConfig tiny(bool tied, bool qwen3) {
+  models::LlamaConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.ffn_hidden_size = 40;
+  c.num_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_query_groups = 2;
+  c.max_position_embeddings = 16;
+  c.rotary_base = 500.0;
+  c.norm_epsilon = 1e-6;
+  c.tie_embeddings = tied;
+  c.qk_layernorm = qwen3;
+  if (qwen3) c.kv_channels = 12;  // != hidden / heads
+  return c;
+}
+
+std::string error_of(const json& config) {
+  try {
+    from_hf_config(config, "ckpt/config.json");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfConfig, RoundTripsEveryVariant) {
+  models::LlamaConfig defaults;  // 0 = resolved defaults (ffn, query groups, head dim)
+  defaults.max_position_embeddings = 128;
+  for (const auto& c : {defaults, tiny(true, false), tiny(false, false), tiny(true, true), tiny(false, true)}) {
+    json j = to_hf_config(c, "float32");
+    EXPECT_EQ(from_hf_config(j, "config.json"), c) << j.dump();
+    EXPECT_EQ(from_hf_config(json::parse(j.dump()), "config.json"), c);  // through text, as on disk
+  }
+}
+
+TEST(HfConfig, WritesTheKeysTransformersReads) {
+  json llama = to_hf_config(tiny(false, false), "bfloat16");
+  EXPECT_EQ(llama["architectures"], json::array({"LlamaForCausalLM"}));
+  EXPECT_EQ(llama["model_type"], "llama");
+  EXPECT_EQ(llama["head_dim"], 8);
+  EXPECT_EQ(llama["num_key_value_heads"], 2);
+  EXPECT_EQ(llama["intermediate_size"], 40);
+  EXPECT_EQ(llama["tie_word_embeddings"], false);
+  EXPECT_EQ(llama["mlp_bias"], false);
+  EXPECT_EQ(llama["torch_dtype"], "bfloat16");
+  EXPECT_TRUE(llama["rope_scaling"].is_null());
+
+  json qwen3 = to_hf_config(tiny(true, true), "float32");
+  EXPECT_EQ(qwen3["architectures"], json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(qwen3["model_type"], "qwen3");
+  EXPECT_EQ(qwen3["head_dim"], 12);
+  EXPECT_EQ(qwen3["use_sliding_window"], false);
+  EXPECT_FALSE(qwen3.contains("mlp_bias"));
+
+  models::LlamaConfig defaults;
+  defaults.max_position_embeddings = 64;
+  EXPECT_EQ(to_hf_config(defaults, "float32")["intermediate_size"], 4 * defaults.hidden_size);
+
+  EXPECT_THROW(to_hf_config(tiny(true, false), "float16"), std::invalid_argument);
+  defaults.max_position_embeddings = 0;
+  EXPECT_THROW(to_hf_config(defaults, "float32"), std::invalid_argument);
+}
+
+TEST(HfConfig, AppliesTransformersDefaults) {
+  json j = to_hf_config(tiny(false, true), "float32");
+  for (auto key : {"head_dim", "num_key_value_heads", "rope_theta", "rms_norm_eps", "tie_word_embeddings"}) j.erase(key);
+  models::LlamaConfig c = from_hf_config(j, "config.json");
+  EXPECT_EQ(c.head_dim(), 128);  // Qwen3Config's default
+  EXPECT_EQ(c.kv_heads(), 4);
+  EXPECT_EQ(c.rotary_base, 10000.0);
+  EXPECT_EQ(c.norm_epsilon, 1e-6);
+  EXPECT_FALSE(c.tie_embeddings);
+
+  json llama = to_hf_config(tiny(false, false), "float32");
+  llama.erase("head_dim");
+  EXPECT_EQ(from_hf_config(llama, "config.json").head_dim(), 8);
+  // transformers v5 writes rope_parameters instead of rope_theta.
+  llama.erase("rope_theta");
+  llama["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 250.0}};
+  EXPECT_EQ(from_hf_config(llama, "config.json").rotary_base, 250.0);
+}
+
+TEST(HfConfig, RefusesUnsupportedFeaturesNamingFileAndKey) {
+  const json llama = to_hf_config(tiny(false, false), "float32");
+  const json qwen3 = to_hf_config(tiny(false, true), "float32");
+  struct Case {
+    json base;
+    std::string key;
+    json value;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {llama, "rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}, "key 'rope_scaling'"},
+      {llama, "rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}}, "key 'rope_parameters."},
+      {llama, "attention_bias", true, "key 'attention_bias': true is not supported"},
+      {llama, "mlp_bias", true, "key 'mlp_bias'"},
+      {llama, "hidden_act", "gelu", "key 'hidden_act': \"gelu\""},
+      {llama, "partial_rotary_factor", 0.5, "key 'partial_rotary_factor'"},
+      {llama, "attention_dropout", 0.1, "key 'attention_dropout'"},
+      {llama, "architectures", json::array({"MistralForCausalLM"}), "key 'architectures'"},
+      {llama, "architectures", json::array({"Qwen3ForCausalLM"}), "key 'architectures'"},
+      {llama, "model_type", "mistral", "key 'model_type': \"mistral\""},
+      {qwen3, "use_sliding_window", true, "key 'use_sliding_window'"},
+      {qwen3, "layer_types", json::array({"full_attention", "sliding_attention"}), "key 'layer_types'"},
+      {llama, "num_hidden_layers", "two", "key 'num_hidden_layers': expected a positive integer"},
+      {llama, "hidden_size", 0, "key 'hidden_size'"},
+      {llama, "tie_word_embeddings", "yes", "key 'tie_word_embeddings'"},
+      {llama, "num_key_value_heads", 3, "cannot build: --num-attention-heads (4) must be divisible"},
+  };
+  for (const auto& c : cases) {
+    json j = c.base;
+    j[c.key] = c.value;
+    const std::string error = error_of(j);
+    EXPECT_EQ(error.rfind("ckpt/config.json: ", 0), 0u) << c.key << ": " << error;
+    EXPECT_NE(error.find(c.expected), std::string::npos) << c.key << ": " << error;
+  }
+  json missing = llama;
+  missing.erase("vocab_size");
+  EXPECT_NE(error_of(missing).find("key 'vocab_size': missing"), std::string::npos);
+  EXPECT_NE(error_of(json::array()).find("expected a JSON object"), std::string::npos);
+}
+
+TEST(HfConfig, MapsEveryParameterNameBothWays) {
+  models::LlamaModel model(tiny(false, true), torch::TensorOptions().device(torch::kMeta));
+  int count = 0;
+  for (auto& item : model.named_parameters()) {
+    const std::string hf = to_hf_name(item.key());
+    EXPECT_EQ(from_hf_name(hf), item.key());
+    EXPECT_EQ(hf == "lm_head.weight" || hf.rfind("model.", 0) == 0, true) << hf;
+    ++count;
+  }
+  EXPECT_EQ(count, 2 + 2 * 11 + 1);  // embed, norm; per layer 2 norms + 4 attn + 2 qk norms + 3 mlp; lm_head
+  EXPECT_EQ(to_hf_name("layers.1.self_attn.k_norm.weight"), "model.layers.1.self_attn.k_norm.weight");
+  EXPECT_EQ(from_hf_name("model.embed_tokens.weight"), "embed_tokens.weight");
+}
+
+TEST(HfConfig, RefusesUnknownWeightNames) {
+  for (auto name : {"model.layers.0.self_attn.rotary_emb.inv_freq", "layers.0.mlp.up_proj.weight",
+                    "model.lm_head.weight", "model.layers.01.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.bias",
+                    "transformer.wte.weight"}) {
+    try {
+      from_hf_name(name);
+      ADD_FAILURE() << name;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Qwen3 model"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(to_hf_name("model.embed_tokens.weight"), std::invalid_argument);
+  EXPECT_THROW(to_hf_name("layers.0.self_attn.q_proj.bias"), std::invalid_argument);
+}
+
+TEST(HfConfig, HeadDimensionMayDifferFromHiddenOverHeads) {
+  models::LlamaConfig c = tiny(true, true);
+  c.hidden_size = 30;  // not divisible by 4 heads: fine with --kv-channels
+  EXPECT_NO_THROW(c.validate());
+  models::LlamaModel model(c, torch::TensorOptions().device(torch::kMeta));
+  auto params = model.named_parameters();
+  EXPECT_EQ(params["layers.0.self_attn.q_proj.weight"].sizes(), (std::vector<int64_t>{48, 30}));
+  EXPECT_EQ(params["layers.0.self_attn.k_proj.weight"].sizes(), (std::vector<int64_t>{24, 30}));
+  EXPECT_EQ(params["layers.0.self_attn.o_proj.weight"].sizes(), (std::vector<int64_t>{30, 48}));
+  EXPECT_EQ(params["layers.0.self_attn.q_norm.weight"].sizes(), (std::vector<int64_t>{12}));
+  c.kv_channels = 7;
+  try {
+    c.validate();
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-channels"), std::string::npos) << e.what();
+  }
+  c.kv_channels = 0;
+  EXPECT_THROW(c.validate(), std::invalid_argument);  // 30 % 4 without --kv-channels
+  EXPECT_EQ(models::LlamaModel(tiny(true, true), torch::TensorOptions().device(torch::kMeta)).module_classes().front().first,
+            "Qwen3DecoderLayer");
+}
+
+}  // namespace
+}  // namespace megacpp::checkpoint
