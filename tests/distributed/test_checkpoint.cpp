@@ -243,6 +243,18 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
   EXPECT_NE(result.output.find("common ok"), std::string::npos) << result.output;
 }
 
+// megacpp-train started by hand (no launcher, no rendezvous store) saves and resumes too.
+TEST(Checkpoint, ProcessAloneSavesAndResumes) {
+  const std::string dir = testing::scratch_dir();
+  const std::string train = std::string(MEGACPP_TRAIN_BINARY) + " " + kModel + " --save " + dir + " --save-interval 2";
+  auto first = testing::run_command("env -u RANK -u WORLD_SIZE " + train + " --train-iters 2");
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto second = testing::run_command("env -u RANK -u WORLD_SIZE " + train + " --load " + dir + " --train-iters 3");
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(second.output.find("resuming at iteration 2"), std::string::npos) << second.output;
+  EXPECT_EQ(read_text(dir + "/latest_checkpointed_iteration.txt"), "3");
+}
+
 TEST(Checkpoint, BadFlagsAreRefusedByName) {
   auto refused = [](const std::string& extra, const std::string& needle) {
     TrainRun run = testing::train(1, kModel + extra);

@@ -17,28 +17,15 @@
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/hf_reference.h"
+#include "tests/support/tiny_llama.h"
 
 namespace megacpp {
 namespace {
 
 using models::LlamaConfig;
 
-LlamaConfig tiny(bool tied, bool qwen3) {
-  LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 40;
-  c.num_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_query_groups = 2;
-  c.max_position_embeddings = 16;
-  c.rotary_base = 500.0;
-  c.norm_epsilon = 1e-6;
-  c.tie_embeddings = tied;
-  c.qk_layernorm = qwen3;
-  if (qwen3) c.kv_channels = 12;  // != hidden / heads: q_proj [48, 32], o_proj [32, 48]
-  return c;
-}
+models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tied, qwen3); }
 
 // Seeded init, then every norm weight (q_norm, k_norm included) drawn away from 1 so that a
 // misplaced norm shows. The same full values on every rank, sharded or not.
@@ -78,25 +65,9 @@ void write_hf_folder(const std::string& dir, const LlamaConfig& config,
   checkpoint::save_safetensors_sharded(dir, views, max_shard_bytes);
 }
 
-// The reference's logits [2, 12, vocab] for kTokens.
-at::Tensor reference_logits(const std::string& dir, int64_t vocab) {
-  std::string command = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/hf_forward.py " + dir;
-  for (auto& row : kTokens) {
-    command += " --tokens ";
-    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
-  }
-  command += " --out " + dir + "/reference_logits.f32";
-  auto result = testing::run_command(command);
-  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
-  at::Tensor logits = torch::zeros({2, 12, vocab}, torch::kFloat);
-  std::ifstream(dir + "/reference_logits.f32", std::ios::binary)
-      .read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
-  return logits;
-}
-
 void expect_matches_reference(const std::string& what, const std::string& dir, const LlamaConfig& config,
                               const at::Tensor& logits) {
-  const double diff = (logits - reference_logits(dir, config.vocab_size)).abs().max().item<double>();
+  const double diff = (logits - testing::hf_reference_logits(dir, kTokens, config.vocab_size)).abs().max().item<double>();
   std::cout << what << ": max |megacpp - hf_forward.py| = " << diff << " (logits up to "
             << logits.abs().max().item<double>() << ")" << std::endl;
   EXPECT_LE(diff, 1e-4) << what;

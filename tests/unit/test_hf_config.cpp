@@ -6,28 +6,14 @@
 
 #include "checkpoint/hf_config.h"
 #include "models/llama/llama_model.h"
+#include "tests/support/tiny_llama.h"
 
 namespace megacpp::checkpoint {
 namespace {
 
 using nlohmann::json;
 
-models::LlamaConfig tiny(bool tied, bool qwen3) {
-  models::LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 40;
-  c.num_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_query_groups = 2;
-  c.max_position_embeddings = 16;
-  c.rotary_base = 500.0;
-  c.norm_epsilon = 1e-6;
-  c.tie_embeddings = tied;
-  c.qk_layernorm = qwen3;
-  if (qwen3) c.kv_channels = 12;  // != hidden / heads
-  return c;
-}
+models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tied, qwen3); }
 
 std::string error_of(const json& config) {
   try {

@@ -1,0 +1,29 @@
+#include "tests/support/hf_reference.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "tests/support/command.h"
+
+namespace megacpp::testing {
+
+at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab) {
+  std::string command = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/hf_forward.py " + hf_dir;
+  for (const auto& row : tokens) {
+    command += " --tokens ";
+    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
+  }
+  const std::string out = hf_dir + "/reference_logits.f32";
+  command += " --out " + out;
+  const auto result = run_command(command);
+  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
+  const int64_t seq = tokens.empty() ? 0 : static_cast<int64_t>(tokens.front().size());
+  at::Tensor logits = torch::zeros({static_cast<int64_t>(tokens.size()), seq, vocab}, torch::kFloat);
+  std::ifstream(out, std::ios::binary).read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
+  return logits;
+}
+
+}  // namespace megacpp::testing

@@ -1,0 +1,15 @@
+// The independent forward pass of a Hugging Face folder (tests/reference/hf_forward.py:
+// NumPy, transformers' Llama / Qwen3 math), for comparing logits with megacpp's.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace megacpp::testing {
+
+// Logits [batch, seq, vocab] of the model in `hf_dir` for `tokens` (batch rows of equal length).
+at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab);
+
+}  // namespace megacpp::testing
