@@ -35,6 +35,15 @@ std::string torch_dist_metadata_json() {
 
 }  // namespace
 
+void SaveJob::add_unsharded(const std::string& key, PyValue value) {
+  if (format == CheckpointFormat::kTorchDist) {
+    common.emplace_back(key, std::move(value));
+  } else {
+    items.planner_paths[key] = {key};
+    items.objects.emplace_back(key, std::move(value));
+  }
+}
+
 CheckpointSaver::CheckpointSaver(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size)
     : store_(std::move(store)), rank_(rank), world_size_(world_size) {}
 

@@ -32,6 +32,9 @@ struct SaveJob {
   RankItems items;  // this rank's part of the sharded state
   // torch_dist only: the non-sharded state rank 0 writes to common.pt.
   std::vector<std::pair<std::string, PyValue>> common;
+
+  // Non-sharded state (the coordinator's): common.pt for torch_dist, a DCP object for torch_dcp.
+  void add_unsharded(const std::string& key, PyValue value);
 };
 
 // The last step of every save, by one process: writes the index of the rank files in

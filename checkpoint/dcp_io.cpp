@@ -20,46 +20,6 @@ namespace {
 
 std::string rank_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
-// An open file written in order, flushed to disk on close.
-class OutputFile {
- public:
-  explicit OutputFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot create " + path_ + ": " + std::strerror(errno));
-  }
-  ~OutputFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int64_t offset() const { return offset_; }
-  void write(const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
-      done += static_cast<size_t>(n);
-    }
-    offset_ += static_cast<int64_t>(bytes.size());
-  }
-  void close() {
-    const bool ok = ::fsync(fd_) == 0;
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0 || !ok) throw std::runtime_error("cannot flush " + path_ + ": " + std::strerror(errno));
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  int64_t offset_ = 0;
-};
-
-std::string describe(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 RankItems RankItems::snapshot() const {
@@ -70,11 +30,13 @@ RankItems RankItems::snapshot() const {
 
 DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& items) {
   const std::string name = rank_file_name(rank);
-  OutputFile file((fs::path(dir) / name).string());
+  AtomicFile file((fs::path(dir) / name).string());
   DcpMetadata written;
+  int64_t offset = 0;
   auto append = [&](const std::string& bytes) {
-    DcpStorageInfo storage{name, file.offset(), static_cast<int64_t>(bytes.size())};
-    file.write(bytes);
+    DcpStorageInfo storage{name, offset, static_cast<int64_t>(bytes.size())};
+    file.write(bytes.data(), bytes.size());
+    offset += storage.length;
     return storage;
   };
   for (const auto& [key, value] : items.objects) written.add_bytes(key, append(torch_save(value)));
@@ -85,7 +47,7 @@ DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& i
     written.add_tensor_chunk(t.key, raw.dtype, t.global_shape, std::move(chunk));
   }
   for (const auto& [key, path] : items.planner_paths) written.set_planner_path(key, path);
-  file.close();
+  file.commit();
   return written;
 }
 
@@ -106,8 +68,18 @@ void write_metadata_file(const std::string& dir, const DcpMetadata& metadata) {
 }
 
 DcpReader::DcpReader(std::string dir) : dir_(std::move(dir)) {
-  const std::string path = (fs::path(dir_) / ".metadata").string();
-  metadata_ = DcpMetadata::parse(read_whole_file(path), path);
+  metadata_ = DcpMetadata::parse(read_whole_file(metadata_path()), metadata_path());
+}
+
+std::string DcpReader::metadata_path() const { return (fs::path(dir_) / ".metadata").string(); }
+
+const DcpEntry& DcpReader::find(const std::string& key, bool tensor) const {
+  if (!metadata_.contains(key)) throw std::runtime_error(metadata_path() + ": the checkpoint has no key '" + key + "'");
+  const DcpEntry& entry = metadata_.entry(key);
+  if (entry.is_tensor != tensor) {
+    throw std::runtime_error(metadata_path() + ": key '" + key + "' is " + (tensor ? "an object, not a tensor" : "a tensor, not an object"));
+  }
+  return entry;
 }
 
 std::string DcpReader::read_record(const std::string& key, const DcpStorageInfo& storage) const {
@@ -140,19 +112,17 @@ std::string DcpReader::read_record(const std::string& key, const DcpStorageInfo&
 }
 
 void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& offsets, const at::Tensor& dest) const {
-  const std::string where = (fs::path(dir_) / ".metadata").string();
-  if (!metadata_.contains(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "'");
-  const DcpEntry& entry = metadata_.entry(key);
-  if (!entry.is_tensor) throw std::runtime_error(where + ": key '" + key + "' is an object, not a tensor");
+  const std::string where = metadata_path();
+  const DcpEntry& entry = find(key, /*tensor=*/true);
   const std::vector<int64_t> block = dest.sizes().vec();
   if (block.size() != entry.size.size() || offsets.size() != entry.size.size()) {
-    throw std::runtime_error(where + ": key '" + key + "' has shape " + describe(entry.size) + " in the checkpoint, the model wants a block " +
-                             describe(block) + " of a tensor with " + std::to_string(offsets.size()) + " dimensions");
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_string(entry.size) + " in the checkpoint, the model wants a block " +
+                             shape_string(block) + " of a tensor with " + std::to_string(offsets.size()) + " dimensions");
   }
   for (size_t d = 0; d < block.size(); ++d) {
     if (offsets[d] < 0 || offsets[d] + block[d] > entry.size[d]) {
-      throw std::runtime_error(where + ": key '" + key + "' has shape " + describe(entry.size) + " in the checkpoint, which does not hold the block " +
-                               describe(block) + " at " + describe(offsets) + " the model needs");
+      throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_string(entry.size) + " in the checkpoint, which does not hold the block " +
+                               shape_string(block) + " at " + shape_string(offsets) + " the model needs");
     }
   }
   int64_t covered = 0;  // elements of the block filled, to find holes
@@ -174,8 +144,8 @@ void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& o
     const RawTensor& raw = loaded.tensor();
     if (raw.sizes != chunk.sizes || raw.dtype != entry.dtype) {
       throw std::runtime_error(what + ": the record holds a " + dtype_torch_name(raw.dtype) + " tensor of shape " +
-                               describe(raw.sizes) + ", .metadata says " + dtype_torch_name(entry.dtype) + " " +
-                               describe(chunk.sizes));
+                               shape_string(raw.sizes) + ", .metadata says " + dtype_torch_name(entry.dtype) + " " +
+                               shape_string(chunk.sizes));
     }
     at::Tensor source = from_raw(raw), target = dest;
     int64_t numel = 1;
@@ -194,20 +164,14 @@ void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& o
 }
 
 at::Tensor DcpReader::read_tensor(const std::string& key) const {
-  if (!metadata_.contains(key)) {
-    throw std::runtime_error((fs::path(dir_) / ".metadata").string() + ": the checkpoint has no key '" + key + "'");
-  }
-  const DcpEntry& entry = metadata_.entry(key);
+  const DcpEntry& entry = find(key, /*tensor=*/true);
   at::Tensor out = at::empty(entry.size, at::TensorOptions().dtype(to_scalar_type(entry.dtype)));
   read_block(key, std::vector<int64_t>(entry.size.size(), 0), out);
   return out;
 }
 
 PyValue DcpReader::read_object(const std::string& key) const {
-  const std::string where = (fs::path(dir_) / ".metadata").string();
-  if (!metadata_.contains(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "'");
-  const DcpEntry& entry = metadata_.entry(key);
-  if (entry.is_tensor) throw std::runtime_error(where + ": key '" + key + "' is a tensor, not an object");
+  const DcpEntry& entry = find(key, /*tensor=*/false);
   const DcpStorageInfo& storage = entry.chunks.front().storage;
   return torch_load(read_record(key, storage), (fs::path(dir_) / storage.relative_path).string() + ", key '" + key + "'");
 }

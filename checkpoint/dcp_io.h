@@ -65,6 +65,9 @@ class DcpReader {
   PyValue read_object(const std::string& key) const;
 
  private:
+  std::string metadata_path() const;
+  // The entry of `key`; throws naming .metadata when it is missing or of the other kind.
+  const DcpEntry& find(const std::string& key, bool tensor) const;
   std::string read_record(const std::string& key, const DcpStorageInfo& storage) const;
   std::string dir_;
   DcpMetadata metadata_;

@@ -36,11 +36,6 @@ at::ScalarType scalar_type_of(const std::string& dtype, const std::string& what)
   throw std::runtime_error(what + ": dtype " + dtype + " is not a floating-point weight type megacpp imports (F32, BF16, F16)");
 }
 
-// The model keys of a checkpoint: DCP's "model." prefix, or torch_dist's bare names.
-std::string model_key(CheckpointFormat format, const std::string& fqn) {
-  return format == CheckpointFormat::kTorchDcp ? "model." + fqn : fqn;
-}
-
 // The parameters a model of `config` has, by name, with their shapes (built on the meta
 // device: no memory).
 std::vector<std::pair<std::string, std::vector<int64_t>>> expected_parameters(const models::LlamaConfig& config) {
@@ -50,11 +45,6 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_parameters(co
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 }  // namespace
 
@@ -71,8 +61,8 @@ std::string export_hf(const HfExportOptions& options) {
   for (const auto& [fqn, shape] : expected_parameters(config)) {
     at::Tensor t = reader->tensors().read_tensor(model_key(reader->format(), fqn));
     if (t.sizes().vec() != shape) {
-      throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + shape_text(t.sizes().vec()) +
-                               " but the model in args needs " + shape_text(shape));
+      throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + shape_string(t.sizes().vec()) +
+                               " but the model in args needs " + shape_string(shape));
     }
     tensors.emplace_back(to_hf_name(fqn), t.to(type).contiguous());
   }
@@ -109,7 +99,7 @@ std::string import_hf(const HfImportOptions& options) {
     const TensorView view = weights.tensor(hf);
     const std::string what = (fs::path(options.input) / weights.filename_of(hf)).string() + ", tensor '" + hf + "'";
     if (view.shape != shape) {
-      throw std::runtime_error(what + ": shape " + shape_text(view.shape) + ", the model of " + config_path + " needs " + shape_text(shape));
+      throw std::runtime_error(what + ": shape " + shape_string(view.shape) + ", the model of " + config_path + " needs " + shape_string(shape));
     }
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
@@ -120,15 +110,9 @@ std::string import_hf(const HfImportOptions& options) {
     if (name == "lm_head.weight" && config.tie_embeddings) continue;
     from_hf_name(name);  // throws for a tensor no Llama/Qwen3 model has
   }
-  auto args = PyValue::dict(llama_args(config));
-  std::vector<std::pair<std::string, PyValue>> scalars{{"iteration", PyValue::integer(0)},
-                                                       {"checkpoint_version", PyValue::real(3.0)},
-                                                       {"args", args}};
-  if (options.format == CheckpointFormat::kTorchDcp) {
-    job.items.objects = scalars;
-  } else {
-    job.common = scalars;
-  }
+  job.add_unsharded("iteration", PyValue::integer(0));
+  job.add_unsharded("checkpoint_version", PyValue::real(kCheckpointVersion));
+  job.add_unsharded("args", PyValue::dict(llama_args(config)));
   const std::string tmp = checkpoint_dir(options.save, kReleaseIteration) + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);

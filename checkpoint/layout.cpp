@@ -1,11 +1,7 @@
 #include "checkpoint/layout.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +20,10 @@ CheckpointFormat parse_format(const std::string& name) {
   if (name == "torch_dcp") return CheckpointFormat::kTorchDcp;
   if (name == "torch_dist") return CheckpointFormat::kTorchDist;
   throw std::invalid_argument("--ckpt-format must be torch_dcp or torch_dist with --use-torch-fsdp2 (got '" + name + "')");
+}
+
+std::string model_key(CheckpointFormat format, const std::string& fqn) {
+  return format == CheckpointFormat::kTorchDcp ? "model." + fqn : fqn;
 }
 
 std::string tracker_path(const std::string& root) { return (fs::path(root) / "latest_checkpointed_iteration.txt").string(); }
@@ -72,25 +72,6 @@ CheckpointFormat detect_format(const std::string& dir) {
   if (fs::exists(fs::path(dir) / ".metadata")) return CheckpointFormat::kTorchDcp;
   if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
   throw std::runtime_error(dir + " is not a checkpoint: it has neither .metadata (torch_dcp) nor metadata.json (torch_dist)");
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(errno));
-  fs::rename(tmp, path);
 }
 
 std::string read_whole_file(const std::string& path) {

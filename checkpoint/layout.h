@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/atomic_file.h"
+
 namespace megacpp::checkpoint {
 
 enum class CheckpointFormat { kTorchDcp, kTorchDist };
@@ -20,6 +22,11 @@ std::string format_name(CheckpointFormat format);
 CheckpointFormat parse_format(const std::string& name);
 
 inline constexpr int64_t kReleaseIteration = -1;  // the "release" checkpoint
+inline constexpr double kCheckpointVersion = 3.0;  // Megatron's checkpoint_version
+
+// The key of parameter `fqn`: "model.<fqn>" in torch_dcp (PyTorch's {"model": state_dict}
+// flattened), "<fqn>" in torch_dist (Megatron's sharded keys).
+std::string model_key(CheckpointFormat format, const std::string& fqn);
 
 std::string tracker_path(const std::string& root);
 // SAVE/iter_0000100, or SAVE/release for kReleaseIteration.
@@ -35,9 +42,6 @@ void write_tracker(const std::string& root, int64_t iteration);
 // a lone .metadata is torch_dcp. Throws naming the directory when it is neither.
 CheckpointFormat detect_format(const std::string& dir);
 
-// Writes `bytes` to `path` through `path`.tmp, fsync and rename, so readers never see a
-// partial file.
-void write_file_atomically(const std::string& path, const std::string& bytes);
 std::string read_whole_file(const std::string& path);
 
 }  // namespace megacpp::checkpoint

@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors.h"
 
+#include "checkpoint/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -45,15 +47,6 @@ int find_dtype(const std::string& dtype) {
     if (dtype == kDtypes[i].name) return static_cast<int>(i);
   }
   return -1;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 std::string offsets_string(uint64_t begin, uint64_t end) {
@@ -229,46 +222,6 @@ Prepared prepare(const std::map<std::string, TensorView>& tensors,
 void put_u64_le(uint8_t* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-
-// Writes `chunks` to path.tmp, fsyncs, renames onto path; removes the temporary on failure.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (!file_) throw std::runtime_error("safetensors: cannot create '" + tmp_ + "': " + errno_text());
-  }
-  ~AtomicFile() {
-    if (file_) {
-      std::fclose(file_);
-      std::remove(tmp_.c_str());
-    }
-  }
-  void write(const void* data, std::size_t n) {
-    if (n == 0) return;
-    if (std::fwrite(data, 1, n, file_) != n) {
-      throw std::runtime_error("safetensors: cannot write '" + tmp_ + "': " + errno_text());
-    }
-  }
-  void commit() {
-    bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
-    const std::string err = ok ? "" : errno_text();
-    ok = (std::fclose(file_) == 0) && ok;
-    file_ = nullptr;
-    if (!ok) {
-      std::remove(tmp_.c_str());
-      throw std::runtime_error("safetensors: cannot write '" + tmp_ + "': " + (err.empty() ? errno_text() : err));
-    }
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      const std::string e = errno_text();
-      std::remove(tmp_.c_str());
-      throw std::runtime_error("safetensors: cannot rename '" + tmp_ + "' to '" + path_ + "': " + e);
-    }
-  }
-
- private:
-  std::string path_, tmp_;
-  std::FILE* file_ = nullptr;
-};
 
 // Reads an unsigned JSON integer (serde's usize: no sign, no fraction).
 bool json_u64(const nlohmann::json& j, uint64_t& out) {

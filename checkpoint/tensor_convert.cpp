@@ -49,11 +49,11 @@ RawTensor to_raw(const at::Tensor& tensor) {
 at::Tensor from_raw(const RawTensor& raw) {
   const at::ScalarType type = to_scalar_type(raw.dtype);
   const size_t element = dtype_size(raw.dtype);
-  const auto storage = raw.storage;  // keeps the bytes alive as long as the tensor
-  const int64_t storage_numel = storage ? static_cast<int64_t>(storage->size() / element) : 0;
-  at::Tensor flat = at::empty({storage_numel}, at::TensorOptions().dtype(type));
-  if (storage_numel > 0) std::memcpy(flat.data_ptr(), storage->data(), static_cast<size_t>(storage_numel) * element);
-  return flat.as_strided(raw.sizes, raw.strides, raw.storage_offset).clone();
+  const int64_t storage_numel = raw.storage ? static_cast<int64_t>(raw.storage->size() / element) : 0;
+  if (storage_numel == 0) return at::empty(raw.sizes, at::TensorOptions().dtype(type));
+  // A read-only view of the stored bytes, copied once by clone().
+  const at::Tensor stored = at::from_blob(const_cast<char*>(raw.storage->data()), {storage_numel}, at::TensorOptions().dtype(type));
+  return stored.as_strided(raw.sizes, raw.strides, raw.storage_offset).clone();
 }
 
 }  // namespace megacpp::checkpoint

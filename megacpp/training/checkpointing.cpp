@@ -23,15 +23,13 @@ namespace {
 using checkpoint::CheckpointFormat;
 using checkpoint::PyValue;
 
-constexpr double kCheckpointVersion = 3.0;  // Megatron's
-
 // Key names. torch_dcp follows PyTorch's state dict: {"model": model.state_dict(),
 // "optim": get_optimizer_state_dict(flatten_optimizer_state_dict=True)}, flattened by DCP.
 // torch_dist follows Megatron: model keys bare, optimizer keys optimizer.state.<name>.<key>.
 struct Keys {
   CheckpointFormat format;
   bool dcp() const { return format == CheckpointFormat::kTorchDcp; }
-  std::string param(const std::string& fqn) const { return dcp() ? "model." + fqn : fqn; }
+  std::string param(const std::string& fqn) const { return checkpoint::model_key(format, fqn); }
   std::string optimizer_state(const std::string& fqn, const std::string& name) const {
     return dcp() ? "optim.state." + fqn + "." + name : "optimizer.state." + name + "." + fqn;
   }
@@ -193,11 +191,6 @@ int64_t int_field(const PyValue& dict, const std::string& key, const std::string
   return v->as_int();
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Reads this rank's rows of tensor `key` into `dest`, checking the global shape first.
 void load_rows(const checkpoint::DcpReader& reader, const std::string& key, const ParamSlot& slot, const at::Tensor& dest) {
@@ -205,8 +198,8 @@ void load_rows(const checkpoint::DcpReader& reader, const std::string& key, cons
   if (!reader.has(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "' (parameter " + slot.fqn + ")");
   const auto& entry = reader.metadata().entry(key);
   if (!entry.is_tensor || entry.size != slot.global_shape) {
-    throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_text(entry.size) + " in the checkpoint but " +
-                             shape_text(slot.global_shape) + " in the model");
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + checkpoint::shape_string(entry.size) + " in the checkpoint but " +
+                             checkpoint::shape_string(slot.global_shape) + " in the model");
   }
   if (dest.numel() == 0) return;
   at::Tensor staging = at::empty(dest.sizes(), dest.options().device(at::kCPU));
@@ -270,24 +263,21 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   }
   add_object(Keys::rng(rank), rng_state(runtime_.device()));
   if (coordinator) {
-    std::vector<std::pair<std::string, PyValue>> scalars{
-        {"iteration", PyValue::integer(progress.iteration)},
-        {"checkpoint_version", PyValue::real(kCheckpointVersion)},
-        {"opt_param_scheduler", schedule_state(args_, progress.iteration)}};
+    job.add_unsharded("iteration", PyValue::integer(progress.iteration));
+    job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));
+    job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress.iteration));
     PyValue saved_args = args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size());
     if (keys.dcp()) {
-      scalars.emplace_back("args", std::move(saved_args));
-      for (auto& [key, value] : scalars) add_object(key, std::move(value));
+      job.add_unsharded("args", std::move(saved_args));
     } else {
       // Megatron's common.pt: args is an argparse.Namespace, param groups sit with the optimizer.
-      scalars.emplace_back("args", PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}),
-                                                   std::move(saved_args), /*newobj=*/true));
+      job.add_unsharded("args", PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}),
+                                                std::move(saved_args), /*newobj=*/true));
       if (with_optimizer) {
         std::vector<PyValue> groups;
         for (const auto& group : optimizer.param_groups()) groups.push_back(group_hyperparameters(group, true, step));
-        scalars.emplace_back("optimizer", PyValue::dict({{str("param_groups"), PyValue::list(std::move(groups))}}));
+        job.add_unsharded("optimizer", PyValue::dict({{str("param_groups"), PyValue::list(std::move(groups))}}));
       }
-      job.common = std::move(scalars);
     }
   }
   saver_->save(std::move(job), async_);
