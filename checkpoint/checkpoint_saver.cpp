@@ -39,8 +39,7 @@ void SaveJob::add_unsharded(const std::string& key, PyValue value) {
   if (format == CheckpointFormat::kTorchDist) {
     common.emplace_back(key, std::move(value));
   } else {
-    items.planner_paths[key] = {key};
-    items.objects.emplace_back(key, std::move(value));
+    items.add_flattened({key}, value);
   }
 }
 

@@ -33,7 +33,8 @@ struct SaveJob {
   // torch_dist only: the non-sharded state rank 0 writes to common.pt.
   std::vector<std::pair<std::string, PyValue>> common;
 
-  // Non-sharded state (the coordinator's): common.pt for torch_dist, a DCP object for torch_dcp.
+  // Non-sharded state (the coordinator's): common.pt for torch_dist; for torch_dcp DCP items,
+  // a dict split into one item per leaf as PyTorch's dcp.save splits it.
   void add_unsharded(const std::string& key, PyValue value);
 };
 

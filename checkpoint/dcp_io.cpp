@@ -20,7 +20,46 @@ namespace {
 
 std::string rank_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
+// DCP's _is_terminal: a list is a leaf unless it holds a tensor, a dict or a non-leaf list.
+bool is_leaf(const PyValue& value) {
+  if (value.kind() == PyValue::Kind::kDict) return false;
+  if (value.kind() != PyValue::Kind::kList) return true;
+  for (const auto& item : value.items()) {
+    if (item.kind() == PyValue::Kind::kTensor || !is_leaf(item)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+void RankItems::add_block(const StatePath& path, std::vector<int64_t> global_shape, std::vector<int64_t> offsets, at::Tensor local) {
+  const std::string key = flat_key(path);
+  planner_paths[key] = path;
+  tensors.push_back({key, std::move(global_shape), std::move(offsets), std::move(local)});
+}
+
+void RankItems::add_flattened(const StatePath& path, const PyValue& value) {
+  auto child = [&](std::string part) {
+    StatePath longer = path;
+    longer.push_back(std::move(part));
+    return longer;
+  };
+  if (value.kind() == PyValue::Kind::kDict) {
+    for (const auto& [name, item] : value.dict_items()) {
+      add_flattened(child(name.kind() == PyValue::Kind::kString ? name.as_string() : name.repr()), item);
+    }
+  } else if (!is_leaf(value)) {
+    // DCP would walk into it with integer path parts, which StatePath does not hold.
+    throw std::invalid_argument("checkpoint item '" + flat_key(path) + "': a list holding tensors or dicts cannot be saved");
+  } else if (value.kind() == PyValue::Kind::kTensor) {
+    at::Tensor whole = from_raw(value.tensor());
+    add_block(path, whole.sizes().vec(), std::vector<int64_t>(static_cast<size_t>(whole.dim()), 0), whole);
+  } else {
+    const std::string key = flat_key(path);
+    planner_paths[key] = path;
+    objects.emplace_back(key, value);
+  }
+}
 
 RankItems RankItems::snapshot() const {
   RankItems copy = *this;

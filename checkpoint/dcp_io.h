@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "checkpoint/dcp_metadata.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/pickle.h"
 
 namespace megacpp::checkpoint {
@@ -31,7 +32,14 @@ struct TensorBlock {
 struct RankItems {
   std::vector<TensorBlock> tensors;
   std::vector<std::pair<std::string, PyValue>> objects;
-  std::map<std::string, std::vector<std::string>> planner_paths;  // key -> nested state-dict path
+  std::map<std::string, StatePath> planner_paths;  // key -> nested state-dict path
+
+  // The block [offsets, offsets + local.sizes()) of the tensor at `path`.
+  void add_block(const StatePath& path, std::vector<int64_t> global_shape, std::vector<int64_t> offsets, at::Tensor local);
+  // `value` at `path`, split as DCP's flatten_state_dict splits a nested state dict: a dict
+  // is walked into (one item per leaf), a tensor is stored whole, anything else (a list
+  // without tensors or dicts included) is an object.
+  void add_flattened(const StatePath& path, const PyValue& value);
 
   // Copies every tensor to contiguous CPU memory, so the items can be written while
   // training goes on (async save).

@@ -103,7 +103,7 @@ std::string import_hf(const HfImportOptions& options) {
     }
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
-    job.items.tensors.push_back({model_key(options.format, fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat)});
+    job.items.add_block(model_path(options.format, fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
   }
   for (const auto& name : weights.names()) {
     // Tied models may still carry lm_head.weight (a copy of the embedding): nothing to keep.
@@ -112,7 +112,7 @@ std::string import_hf(const HfImportOptions& options) {
   }
   job.add_unsharded("iteration", PyValue::integer(0));
   job.add_unsharded("checkpoint_version", PyValue::real(kCheckpointVersion));
-  job.add_unsharded("args", PyValue::dict(llama_args(config)));
+  job.add_unsharded("args", args_namespace(llama_args(config)));
   const std::string tmp = checkpoint_dir(options.save, kReleaseIteration) + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);

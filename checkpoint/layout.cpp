@@ -22,8 +22,15 @@ CheckpointFormat parse_format(const std::string& name) {
   throw std::invalid_argument("--ckpt-format must be torch_dcp or torch_dist with --use-torch-fsdp2 (got '" + name + "')");
 }
 
-std::string model_key(CheckpointFormat format, const std::string& fqn) {
-  return format == CheckpointFormat::kTorchDcp ? "model." + fqn : fqn;
+std::string flat_key(const StatePath& path) {
+  std::string key;
+  for (const auto& part : path) key += (key.empty() ? "" : ".") + part;
+  return key;
+}
+
+StatePath model_path(CheckpointFormat format, const std::string& fqn) {
+  if (format == CheckpointFormat::kTorchDcp) return {"model", fqn};
+  return {fqn};
 }
 
 std::string tracker_path(const std::string& root) { return (fs::path(root) / "latest_checkpointed_iteration.txt").string(); }

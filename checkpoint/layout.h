@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "checkpoint/atomic_file.h"
 
@@ -24,9 +25,16 @@ CheckpointFormat parse_format(const std::string& name);
 inline constexpr int64_t kReleaseIteration = -1;  // the "release" checkpoint
 inline constexpr double kCheckpointVersion = 3.0;  // Megatron's checkpoint_version
 
-// The key of parameter `fqn`: "model.<fqn>" in torch_dcp (PyTorch's {"model": state_dict}
-// flattened), "<fqn>" in torch_dist (Megatron's sharded keys).
-std::string model_key(CheckpointFormat format, const std::string& fqn);
+// A place in a nested state dict, e.g. {"model", "layers.0.mlp.up_proj.weight"}. DCP stores
+// each item under the path's parts joined by '.' (flat_key) and keeps the path itself
+// (planner_data), so PyTorch can rebuild the nesting.
+using StatePath = std::vector<std::string>;
+std::string flat_key(const StatePath& path);
+
+// Where parameter `fqn` is: {"model", fqn} in torch_dcp (PyTorch's {"model": state_dict}),
+// {fqn} in torch_dist (Megatron's sharded keys).
+StatePath model_path(CheckpointFormat format, const std::string& fqn);
+inline std::string model_key(CheckpointFormat format, const std::string& fqn) { return flat_key(model_path(format, fqn)); }
 
 std::string tracker_path(const std::string& root);
 // SAVE/iter_0000100, or SAVE/release for kReleaseIteration.

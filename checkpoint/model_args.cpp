@@ -20,6 +20,11 @@ std::vector<std::pair<PyValue, PyValue>> llama_args(const models::LlamaConfig& c
           {s("untie_embeddings_and_output_weights"), PyValue::boolean(!c.tie_embeddings)}};
 }
 
+PyValue args_namespace(std::vector<std::pair<PyValue, PyValue>> fields) {
+  return PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}), PyValue::dict(std::move(fields)),
+                         /*newobj=*/true);
+}
+
 const PyValue& args_fields(const PyValue& args) { return args.kind() == PyValue::Kind::kObject ? args.state() : args; }
 
 models::LlamaConfig llama_config_from_args(const PyValue& args, const std::string& where) {

@@ -15,6 +15,8 @@ namespace megacpp::checkpoint {
 // num_query_groups, kv_channels, qk_layernorm, max_position_embeddings, rotary_base,
 // norm_epsilon, padded_vocab_size, untie_embeddings_and_output_weights.
 std::vector<std::pair<PyValue, PyValue>> llama_args(const models::LlamaConfig& config);
+// Megatron's saved `args`: an argparse.Namespace with these attributes.
+PyValue args_namespace(std::vector<std::pair<PyValue, PyValue>> fields);
 // Reads them back from a saved `args` (a dict or an argparse.Namespace); `where` names the
 // checkpoint in errors.
 models::LlamaConfig llama_config_from_args(const PyValue& args, const std::string& where);

@@ -23,26 +23,26 @@ namespace {
 using checkpoint::CheckpointFormat;
 using checkpoint::PyValue;
 
-// Key names. torch_dcp follows PyTorch's state dict: {"model": model.state_dict(),
-// "optim": get_optimizer_state_dict(flatten_optimizer_state_dict=True)}, flattened by DCP.
-// torch_dist follows Megatron: model keys bare, optimizer keys optimizer.state.<name>.<key>.
+// Where each item goes. torch_dcp follows PyTorch's state dict: {"model": model.state_dict(),
+// "optim": get_optimizer_state_dict(flatten_optimizer_state_dict=True), ...} as dcp.save
+// flattens it. torch_dist follows Megatron: model keys bare, optimizer keys
+// optimizer.state.<name>.<fqn>.
 struct Keys {
   CheckpointFormat format;
   bool dcp() const { return format == CheckpointFormat::kTorchDcp; }
-  std::string param(const std::string& fqn) const { return checkpoint::model_key(format, fqn); }
-  std::string optimizer_state(const std::string& fqn, const std::string& name) const {
-    return dcp() ? "optim.state." + fqn + "." + name : "optimizer.state." + name + "." + fqn;
+  checkpoint::StatePath param(const std::string& fqn) const { return checkpoint::model_path(format, fqn); }
+  checkpoint::StatePath optimizer_state(const std::string& fqn, const std::string& name) const {
+    if (dcp()) return {"optim", "state." + fqn + "." + name};
+    return {"optimizer.state." + name + "." + fqn};
   }
-  std::string param_group(const std::string& fqn, const std::string& name) const { return "optim.param_groups." + fqn + "." + name; }
-  static std::string rng(int rank) { return "rng_state." + std::to_string(rank); }
-  // Where DCP's flattening found `key` in the nested state dict (planner_data).
-  std::vector<std::string> planner_path(const std::string& key) const {
-    for (const char* top : {"model.", "optim."}) {
-      if (dcp() && key.rfind(top, 0) == 0) return {std::string(top, 5), key.substr(6)};
-    }
-    return {key};
+  checkpoint::StatePath param_group(const std::string& fqn, const std::string& name) const {
+    return {"optim", "param_groups." + fqn + "." + name};
   }
+  // Every rank's generator states: {"rng_state": {"<rank>": {"torch_rng_state": ...}}}.
+  static checkpoint::StatePath rng(int rank) { return {"rng_state", std::to_string(rank)}; }
 };
+
+using checkpoint::flat_key;
 
 // One parameter and this rank's rows of it.
 struct ParamSlot {
@@ -138,20 +138,25 @@ PyValue rng_state(const c10::Device& device) {
   return PyValue::dict(std::move(items));
 }
 
-void restore_rng_state(const PyValue& state, const c10::Device& device, const std::string& where) {
-  const PyValue* cpu = state.find("torch_rng_state");
-  if (!cpu) throw std::runtime_error(where + ": no torch_rng_state");
+// Restores what rng_state() saved under `base` (rng_state.<rank>).
+void restore_rng_state(const checkpoint::DcpReader& reader, const std::string& base, const c10::Device& device) {
+  const std::string cpu = base + ".torch_rng_state";
+  if (!reader.has(cpu)) {
+    throw std::runtime_error(reader.dir() + "/.metadata: the checkpoint has no key '" + cpu + "' (add --no-load-rng to load it without RNG states)");
+  }
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(checkpoint::from_raw(cpu->tensor()));
+    gen.set_state(reader.read_tensor(cpu));
   }
 #ifdef MEGACPP_WITH_CUDA
-  if (const PyValue* cuda = state.find("cuda_rng_state"); cuda && device.is_cuda()) {
+  if (const std::string cuda = base + ".cuda_rng_state"; reader.has(cuda) && device.is_cuda()) {
     auto gen = at::cuda::detail::getDefaultCUDAGenerator(device.index());
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(checkpoint::from_raw(cuda->tensor()));
+    gen.set_state(reader.read_tensor(cuda));
   }
+#else
+  (void)device;
 #endif
 }
 
@@ -166,7 +171,8 @@ PyValue schedule_state(const TrainingArguments& args, int64_t iteration) {
                         {str("num_steps"), PyValue::integer(iteration)}});
 }
 
-// The arguments that describe the run (Megatron keeps them, and the data position, in args).
+// The arguments that describe the run (Megatron keeps them, and the data position, in an
+// argparse.Namespace).
 PyValue args_state(const TrainingArguments& args, const TrainingProgress& progress, int world_size, int dp_size) {
   auto items = checkpoint::llama_args(args.model);
   for (auto& [name, value] : std::vector<std::pair<const char*, PyValue>>{
@@ -182,7 +188,7 @@ PyValue args_state(const TrainingArguments& args, const TrainingProgress& progre
            {"consumed_valid_samples", PyValue::integer(progress.consumed_valid)}}) {
     items.emplace_back(str(name), std::move(value));
   }
-  return PyValue::dict(std::move(items));
+  return checkpoint::args_namespace(std::move(items));
 }
 
 int64_t int_field(const PyValue& dict, const std::string& key, const std::string& where) {
@@ -192,8 +198,9 @@ int64_t int_field(const PyValue& dict, const std::string& key, const std::string
 }
 
 
-// Reads this rank's rows of tensor `key` into `dest`, checking the global shape first.
-void load_rows(const checkpoint::DcpReader& reader, const std::string& key, const ParamSlot& slot, const at::Tensor& dest) {
+// Reads this rank's rows of the tensor at `path` into `dest`, checking the global shape first.
+void load_rows(const checkpoint::DcpReader& reader, const checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& dest) {
+  const std::string key = flat_key(path);
   const std::string where = reader.dir() + "/.metadata";
   if (!reader.has(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "' (parameter " + slot.fqn + ")");
   const auto& entry = reader.metadata().entry(key);
@@ -233,13 +240,8 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   job.iteration = progress.iteration;
   job.format = format;
   auto& items = job.items;
-  auto add_block = [&](const std::string& key, const ParamSlot& slot, const at::Tensor& local) {
-    items.tensors.push_back({key, slot.global_shape, slot.offsets, local.detach()});
-    items.planner_paths[key] = keys.planner_path(key);
-  };
-  auto add_object = [&](const std::string& key, PyValue value) {
-    items.planner_paths[key] = keys.planner_path(key);
-    items.objects.emplace_back(key, std::move(value));
+  auto add_block = [&](const checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& local) {
+    items.add_block(path, slot.global_shape, slot.offsets, local.detach());
   };
   const auto slots = param_slots(model, optimizer, mesh_, rank);
   int64_t step = 0;
@@ -258,21 +260,17 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
       ParamSlot scalar{slot.fqn, {}, {}, {}, true, slot.group};
       add_block(keys.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
       const PyValue group = group_hyperparameters(optimizer.param_groups()[slot.group], false, 0);
-      for (const auto& [name, value] : group.dict_items()) add_object(keys.param_group(slot.fqn, name.as_string()), value);
+      for (const auto& [name, value] : group.dict_items()) items.add_flattened(keys.param_group(slot.fqn, name.as_string()), value);
     }
   }
-  add_object(Keys::rng(rank), rng_state(runtime_.device()));
+  items.add_flattened(Keys::rng(rank), rng_state(runtime_.device()));
   if (coordinator) {
     job.add_unsharded("iteration", PyValue::integer(progress.iteration));
     job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));
     job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress.iteration));
-    PyValue saved_args = args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size());
-    if (keys.dcp()) {
-      job.add_unsharded("args", std::move(saved_args));
-    } else {
-      // Megatron's common.pt: args is an argparse.Namespace, param groups sit with the optimizer.
-      job.add_unsharded("args", PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}),
-                                                std::move(saved_args), /*newobj=*/true));
+    job.add_unsharded("args", args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size()));
+    if (!keys.dcp()) {
+      // Megatron's common.pt keeps the param groups with the optimizer.
       if (with_optimizer) {
         std::vector<PyValue> groups;
         for (const auto& group : optimizer.param_groups()) groups.push_back(group_hyperparameters(group, true, step));
@@ -312,7 +310,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   const PyValue saved_args = reader->object("args");
   const PyValue& fields = checkpoint::args_fields(saved_args);
   if (!args_.no_load_optim) {
-    if (!slots.empty() && !tensors.has(keys.optimizer_state(slots.front().fqn, "exp_avg"))) {
+    if (!slots.empty() && !tensors.has(flat_key(keys.optimizer_state(slots.front().fqn, "exp_avg")))) {
       throw std::runtime_error(where + " holds no optimizer state (saved with --no-save-optim?): add --no-load-optim or --finetune");
     }
     std::vector<int64_t> group_steps;
@@ -326,7 +324,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
       load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
       load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
       if (keys.dcp()) {
-        state.step(static_cast<int64_t>(tensors.read_tensor(keys.optimizer_state(slot.fqn, "step")).item<float>()));
+        state.step(static_cast<int64_t>(tensors.read_tensor(flat_key(keys.optimizer_state(slot.fqn, "step"))).item<float>()));
       } else {
         if (slot.group >= group_steps.size()) throw std::runtime_error(where + "/common.pt: optimizer param group " + std::to_string(slot.group) + " is missing");
         state.step(group_steps[slot.group]);
@@ -336,8 +334,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   if (!args_.no_load_rng) {
     const int64_t saved_world = int_field(fields, "world_size", where + " args");
     if (saved_world == runtime_.world_size()) {
-      const std::string key = Keys::rng(runtime_.rank());
-      restore_rng_state(tensors.read_object(key), runtime_.device(), where + " " + key);
+      restore_rng_state(tensors, flat_key(Keys::rng(runtime_.rank())), runtime_.device());
     } else {
       spdlog::warn("checkpoint was saved on {} ranks, this run has {}: RNG states are not restored", saved_world,
                    runtime_.world_size());
