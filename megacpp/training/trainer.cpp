@@ -3,12 +3,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/tensor_convert.h"
+#include "checkpoint/torch_save.h"
 #include "megacpp/config/fsdp2_config_yaml.h"
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/metrics/tensorboard_writer.h"
@@ -30,6 +33,7 @@ namespace megacpp::training {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 models::FSDP2Config resolve_fsdp2_config(const TrainingArguments& args) {
   models::FSDP2Config defaults;
@@ -100,12 +104,16 @@ double evaluate(models::LanguageModel& model, const data::SampleSource& source, 
 void dump_parameters(torch::nn::Module& model, const std::string& path, int rank) {
   auto full = parallel::fsdp::gather_full_parameters(model);  // collective
   if (rank != 0) return;
-  c10::Dict<std::string, at::Tensor> dict;
-  for (auto& [name, tensor] : full) dict.insert(name, tensor.cpu());
-  std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  std::ofstream out(path, std::ios::binary);
-  if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    throw std::runtime_error("--dump-final-params: cannot write '" + path + "'");
+  // torch.save's format with only the pickle opcodes weights_only=True accepts: any PyTorch loads it.
+  std::vector<std::pair<checkpoint::PyValue, checkpoint::PyValue>> items;
+  for (auto& [name, tensor] : full) {
+    items.emplace_back(checkpoint::PyValue::string(name),
+                       checkpoint::PyValue::tensor(std::make_shared<checkpoint::RawTensor>(checkpoint::to_raw(tensor))));
+  }
+  try {
+    checkpoint::write_file_atomically(path, checkpoint::torch_save(checkpoint::PyValue::dict(std::move(items))));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("--dump-final-params: ") + e.what());
   }
   spdlog::info("wrote final parameters ({} tensors) to {}", full.size(), path);
 }
@@ -218,7 +226,11 @@ int run_training(const TrainingArguments& args) {
   double interval_loss = 0, interval_ms = 0;
   int64_t interval_iters = 0;
   bool exited_early = false;
-  int64_t last_iteration = resumed.iteration, last_saved = resumed.iteration;
+  // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
+  // end of the run saves it): --load A --save B with no iterations left converts A.
+  const bool loaded_from_save_dir = !args.load.empty() && !args.save.empty() &&
+                                    fs::weakly_canonical(args.load) == fs::weakly_canonical(args.save);
+  int64_t last_iteration = resumed.iteration, last_saved = loaded_from_save_dir ? resumed.iteration : 0;
   auto save_checkpoint = [&] {
     checkpointer.save({last_iteration, consumed_train, consumed_valid}, *model, *optimizer);
     last_saved = last_iteration;

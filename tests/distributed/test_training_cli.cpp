@@ -24,21 +24,14 @@ using testing::train;
 using testing::TrainRun;
 using testing::write_file;
 
-c10::Dict<std::string, at::Tensor> load_params(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return c10::impl::toTypedDict<std::string, at::Tensor>(torch::pickle_load(bytes).toGenericDict());
-}
-
 void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what) {
-  auto reference = load_params(reference_path), params = load_params(path);
+  auto reference = testing::read_tensor_dict(reference_path), params = testing::read_tensor_dict(path);
   ASSERT_GT(reference.size(), 0u);
   ASSERT_EQ(params.size(), reference.size()) << what;
-  for (const auto& item : reference) {
-    ASSERT_TRUE(params.contains(item.key())) << what << ": missing " << item.key();
-    at::Tensor p = params.at(item.key());
-    EXPECT_TRUE(p.allclose(item.value(), 1e-4, 1e-6))
-        << what << ": " << item.key() << " max diff " << (p - item.value()).abs().max().item<double>();
+  for (const auto& [name, expected] : reference) {
+    ASSERT_TRUE(params.count(name)) << what << ": missing " << name;
+    const at::Tensor& p = params.at(name);
+    EXPECT_TRUE(p.allclose(expected, 1e-4, 1e-6)) << what << ": " << name << " max diff " << (p - expected).abs().max().item<double>();
   }
 }
 

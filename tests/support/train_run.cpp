@@ -6,6 +6,10 @@
 #include <fstream>
 #include <regex>
 
+#include "checkpoint/layout.h"
+#include "checkpoint/tensor_convert.h"
+#include "checkpoint/torch_save.h"
+
 namespace megacpp::testing {
 
 TrainRun train(int ranks, const std::string& flags) {
@@ -44,6 +48,13 @@ void expect_same_losses(const TrainRun& reference, const TrainRun& run, const st
         << what << ": validation at " << run.validation[i].first << ": " << run.validation[i].second << " vs "
         << reference.validation[i].second;
   }
+}
+
+std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path) {
+  std::map<std::string, at::Tensor> tensors;
+  const checkpoint::PyValue dict = checkpoint::torch_load(checkpoint::read_whole_file(path), path);
+  for (const auto& [name, value] : dict.dict_items()) tensors[name.as_string()] = checkpoint::from_raw(value.tensor());
+  return tensors;
 }
 
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "tests/support/distributed_test.h"
 
@@ -23,6 +26,9 @@ TrainRun train(int ranks, const std::string& flags);
 
 // Same iteration losses and validation losses, each within `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);
+
+// The tensors of a Dict[str, Tensor] saved in torch.save's format (--dump-final-params).
+std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path);
 
 // Writes `text` to DIR/NAME and returns the path.
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text);
