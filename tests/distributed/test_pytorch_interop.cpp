@@ -41,13 +41,25 @@ std::map<std::string, at::Tensor> read_expected(const std::string& path) {
   return tensors;
 }
 
-// Loads the checkpoint under `root` (iteration 2) on `ranks` ranks and saves it again without
-// training: every weight, AdamW moment and step must come back bit for bit.
-void expect_loads_exactly(const std::string& root, const std::string& expected_path, int ranks) {
-  const std::string out = testing::scratch_dir() + "/resaved";
-  TrainRun run = testing::train(ranks, kFixtureModel + " --load " + root + " --train-iters 2 --save " + out + " --ckpt-format torch_dcp");
+// Loads the checkpoint under `root` (iteration 2) on `ranks` ranks and saves it to `out`
+// without training.
+void resave(const std::string& root, const std::string& out, int ranks, const std::string& format) {
+  TrainRun run = testing::train(ranks, kFixtureModel + " --load " + root + " --train-iters 2 --save " + out + " --ckpt-format " + format);
   ASSERT_EQ(run.result.status, 0) << run.result.output;
   EXPECT_NE(run.result.output.find("resuming at iteration 2 (12 training"), std::string::npos) << run.result.output;
+}
+
+// Loads the checkpoint under `root` on `ranks` ranks and saves it again as torch_dcp (after
+// `via_torch_dist` ranks saved it as torch_dist in between, when given): every weight, AdamW
+// moment and step must come back bit for bit.
+void expect_loads_exactly(const std::string& root, const std::string& expected_path, int ranks, int via_torch_dist = 0) {
+  const std::string dir = testing::scratch_dir(), out = dir + "/resaved";
+  if (via_torch_dist > 0) {
+    resave(root, dir + "/torch_dist", via_torch_dist, "torch_dist");
+    resave(dir + "/torch_dist", out, ranks, "torch_dcp");
+  } else {
+    resave(root, out, ranks, "torch_dcp");
+  }
   const auto expected = read_expected(expected_path);
   ASSERT_GT(expected.size(), 80u);
   const checkpoint::DcpReader resaved(out + "/iter_0000002");
@@ -59,6 +71,8 @@ void expect_loads_exactly(const std::string& root, const std::string& expected_p
 
 TEST(PytorchCheckpoint, FixtureWrittenByPytorch2LoadsExactlyOnAnyWorldSize) {
   for (int ranks : {2, 3, 1}) expect_loads_exactly(kFixture, kFixture + "/expected.safetensors", ranks);
+  // Converted to torch_dist on 3 ranks and back to torch_dcp on 2: still PyTorch's values.
+  expect_loads_exactly(kFixture, kFixture + "/expected.safetensors", 2, /*via_torch_dist=*/3);
   // The independent reader (Debian's torch 1.13) parses PyTorch 2.6's files too.
   auto listed = testing::run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/dcp_reader.py " + kFixture + "/iter_0000002");
   EXPECT_EQ(listed.status, 0) << listed.output;
