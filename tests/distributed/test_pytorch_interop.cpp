@@ -1,11 +1,14 @@
 // megacpp and PyTorch 2.x's torch.distributed.checkpoint read each other's checkpoints. The
 // checkpoint PyTorch 2.6 wrote (tests/fixtures/dcp_pytorch2) loads bit for bit on any world
 // size and trains; where PyTorch 2.x is at hand (scripts/setup_pytorch2.sh), dcp.load reads
-// megacpp's checkpoints and a fresh output of the fixture's script loads too.
+// megacpp's checkpoints, a fresh output of the fixture's script loads too, and the safetensors
+// library reads megacpp-convert's exports.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -112,6 +115,28 @@ TEST(Pytorch2, FixtureScriptWritesACheckpointMegacppLoads) {
   auto made = torch2->python(torch2->inside(dir + "/make_fixture.py") + " " + torch2->inside(dir + "/fixture"));
   ASSERT_EQ(made.status, 0) << made.output;
   expect_loads_exactly(dir + "/fixture", dir + "/fixture/expected.safetensors", 2);
+  fs::remove_all(dir);
+}
+
+// Hugging Face's safetensors library (as transformers reads weights) reads megacpp-convert's
+// folders: sharded fp32 with its index, and bf16.
+TEST(Pytorch2, SafetensorsLibraryReadsExportedFolders) {
+  MEGACPP_REQUIRE_PYTORCH2(torch2);
+  const std::string dir = torch2->scratch_dir();
+  TrainRun run = testing::train(2, kFixtureModel + " --train-iters 1 --save " + dir + "/ckpt --dump-final-params " + dir + "/final.pt");
+  ASSERT_EQ(run.result.status, 0) << run.result.output;
+  fs::copy_file(MEGACPP_SOURCE_DIR "/tests/reference/pytorch2_hf_check.py", dir + "/check.py");
+  for (const auto& [folder, options, dtype] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"hf32", " --max-shard-size 20000", "float32"}, {"hf16", " --dtype bfloat16", "bfloat16"}}) {
+    auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/ckpt --output " + dir + "/" +
+                                         folder + options);
+    ASSERT_EQ(exported.status, 0) << exported.output;
+    auto checked = torch2->python(torch2->inside(dir + "/check.py") + " " + torch2->inside(dir + "/" + folder) + " " +
+                                  torch2->inside(dir + "/final.pt") + " " + dtype);
+    EXPECT_EQ(checked.status, 0) << folder << "\n" << checked.output;
+    EXPECT_NE(checked.output.find("hf checks passed"), std::string::npos) << checked.output;
+  }
+  EXPECT_TRUE(fs::exists(dir + "/hf32/model.safetensors.index.json")) << "20000-byte shards";
   fs::remove_all(dir);
 }
 
