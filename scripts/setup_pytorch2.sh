@@ -5,8 +5,8 @@
 #
 #   scripts/setup_pytorch2.sh [ROOT]      ROOT defaults to .cache/pytorch2
 #
-# Everything comes from Debian's archive (debootstrap, then apt-get inside the root). Needs
-# root (debootstrap, chroot). Idempotent: ROOT/.megacpp-ready marks a finished root; the tests
+# Everything comes from Debian's archive (debootstrap, then apt-get inside the root; each step
+# time-limited so a stalled mirror fails instead of hanging). Needs root (debootstrap, chroot). Idempotent: ROOT/.megacpp-ready marks a finished root; the tests
 # run their Python there with `chroot ROOT python3 ...` and skip when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,12 +33,12 @@ fi
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 echo "setup_pytorch2: debootstrap $SUITE into $ROOT"
-debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$ROOT.log" 2>&1 || {
+timeout 1200 debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$ROOT.log" 2>&1 || {
   tail -20 "$ROOT.log" >&2
   exit 1
 }
-chroot "$ROOT" apt-get update -qq
-chroot "$ROOT" apt-get install -y -qq --no-install-recommends python3-torch python3-safetensors >>"$ROOT.log" 2>&1 || {
+timeout 600 chroot "$ROOT" apt-get update -qq
+timeout 1200 chroot "$ROOT" apt-get install -y -qq --no-install-recommends python3-torch python3-safetensors >>"$ROOT.log" 2>&1 || {
   tail -20 "$ROOT.log" >&2
   exit 1
 }
