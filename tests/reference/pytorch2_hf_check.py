@@ -23,12 +23,8 @@ def main(argv):
         sys.exit(__doc__)
     folder, final_path, dtype = argv[1], argv[2], getattr(torch, argv[3])
     final = torch.load(final_path, weights_only=True)
-    index_path = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.exists(index_path):
-        with open(index_path) as f:
-            weight_map = json.load(f)["weight_map"]
-    else:
-        weight_map = None
+    index = os.path.join(folder, "model.safetensors.index.json")
+    weight_map = json.loads(open(index).read())["weight_map"] if os.path.exists(index) else None
     files, loaded = {}, {}
     for filename in sorted(set(weight_map.values())) if weight_map else ["model.safetensors"]:
         with safe_open(os.path.join(folder, filename), framework="pt") as f:
