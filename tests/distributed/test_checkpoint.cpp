@@ -28,8 +28,7 @@ std::string fsdp(const std::string& dir, const std::string& yaml) {
   return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, "fsdp_" + std::to_string(std::hash<std::string>{}(yaml)) + ".yaml", yaml);
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
-// Debian's python3-torch lives in /usr/bin/python3's packages (a pyenv python3 on PATH lacks it).
-const std::string kDebianPython = "/usr/bin/python3 ";
+const std::string kDebianPython = testing::kDebianPython + " ";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

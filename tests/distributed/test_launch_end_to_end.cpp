@@ -309,12 +309,11 @@ TEST(LaunchEndToEnd, TorchrunSlurmAndOpenMpiEnvironmentsMatchMegacppRun) {
 
 // ------------------------------------------------------------- a real torchrun --
 
-// Debian's python3-torch (PyTorch 1.13, in /usr/bin/python3's dist-packages; a pyenv or venv
-// python3 earlier on PATH would not see it) provides a real torchrun.
-constexpr const char* kDebianPython = "/usr/bin/python3";
+// Debian's python3-torch (PyTorch 1.13) provides a real torchrun.
+using testing::kDebianPython;
 
 bool real_torchrun_available() {
-  return testing::run_command(std::string(kDebianPython) + " -c 'import torch.distributed.run'").status == 0;
+  return testing::run_command(kDebianPython + " -c 'import torch.distributed.run'").status == 0;
 }
 
 // `torchrun --no-python` of a 2-rank megacpp-train job; `rendezvous` are its rendezvous flags.

@@ -77,7 +77,7 @@ TEST(PytorchCheckpoint, FixtureWrittenByPytorch2LoadsExactlyOnAnyWorldSize) {
   // Converted to torch_dist on 3 ranks and back to torch_dcp on 2: still PyTorch's values.
   expect_loads_exactly(kFixture, kFixture + "/expected.safetensors", 2, /*via_torch_dist=*/3);
   // The independent reader (Debian's torch 1.13) parses PyTorch 2.6's files too.
-  auto listed = testing::run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/dcp_reader.py " + kFixture + "/iter_0000002");
+  auto listed = testing::run_command(testing::reference_script("dcp_reader.py") + " " + kFixture + "/iter_0000002");
   EXPECT_EQ(listed.status, 0) << listed.output;
   EXPECT_NE(listed.output.find("model.embed_tokens.weight float32 [51, 24]"), std::string::npos) << listed.output;
 }

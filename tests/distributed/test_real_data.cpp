@@ -81,8 +81,7 @@ TEST(RealData, WeightedBlendDrawsFromEveryDataset) {
 
 // (tag, step) -> value, as tests/reference/tensorboard_events.py decodes the event files.
 std::map<std::pair<std::string, int64_t>, double> read_tensorboard(const std::string& dir) {
-  const auto decoded = testing::run_command("/usr/bin/python3 " + std::string(MEGACPP_SOURCE_DIR) +
-                                            "/tests/reference/tensorboard_events.py " + dir);
+  const auto decoded = testing::run_command(testing::reference_script("tensorboard_events.py") + " " + dir);
   EXPECT_EQ(decoded.status, 0) << decoded.output;
   std::map<std::pair<std::string, int64_t>, double> values;
   static const std::regex event(R"re("step": (-?\d+), "tag": "([^"]*)", "value": ([-0-9.eE+]+|NaN|Infinity))re");

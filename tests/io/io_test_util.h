@@ -16,6 +16,8 @@
 namespace megacpp::io_test {
 
 using testing::CommandResult;
+using testing::kDebianPython;
+using testing::reference_script;
 using testing::run_command;
 
 class TempDir {

@@ -21,7 +21,7 @@ using megacpp::io_test::TempDir;
 
 namespace {
 
-const std::string kPython = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/";
+const std::string kPython = megacpp::io_test::reference_script("");
 const std::string kMetadata = "torch.distributed.checkpoint.metadata";
 
 std::string run(const std::string& command) {

@@ -459,11 +459,11 @@ TEST(CorruptHdf5Dataset, EachDefectIsNamed) {
 // --- An independent writer: Megatron's IndexedDatasetBuilder in Python + NumPy. -------------
 
 bool python_with_numpy() {
-  return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+  return std::system((megacpp::io_test::kDebianPython + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0;
 }
 
 TEST(MegatronReferenceWriter, DatasetsItWritesReadBackExactly) {
-  ASSERT_TRUE(python_with_numpy()) << "/usr/bin/python3 with NumPy is needed (scripts/setup.sh installs python3-numpy)";
+  ASSERT_TRUE(python_with_numpy()) << megacpp::io_test::kDebianPython << " with NumPy is needed (scripts/setup.sh installs python3-numpy)";
   TempDir dir;
   const std::string script = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/megatron_indexed_writer.py";
   for (TokenDtype dtype : {TokenDtype::kUInt16, TokenDtype::kInt32, TokenDtype::kUInt8, TokenDtype::kInt64,
@@ -473,7 +473,7 @@ TEST(MegatronReferenceWriter, DatasetsItWritesReadBackExactly) {
     nlohmann::json spec = {{"dtype", dtype_name(dtype)}, {"documents", documents}};
     write_bytes(dir / "spec.json", spec.dump());
     const std::string reference = dir / (std::string("reference_") + dtype_name(dtype));
-    const std::string command = "/usr/bin/python3 '" + script + "' '" + (dir / "spec.json") + "' '" + reference + "'";
+    const std::string command = megacpp::io_test::kDebianPython + " '" + script + "' '" + (dir / "spec.json") + "' '" + reference + "'";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     expect_dataset(*open_token_dataset(reference), dtype, documents);
     // And megacpp's writer produces the very same bytes.

@@ -26,7 +26,7 @@ using Kind = PyValue::Kind;
 
 namespace {
 
-const std::string kReference = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/pickle_reference.py ";
+const std::string kReference = megacpp::io_test::reference_script("pickle_reference.py") + " ";
 
 PyValue str(const std::string& s) { return PyValue::string(s); }
 // A byte string literal with its NULs.

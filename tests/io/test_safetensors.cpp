@@ -48,9 +48,7 @@ namespace {
 
 // Runs the reference script; returns its JSON output (fails the test on a non-zero exit).
 nlohmann::json reference(const std::string& command, const std::string& path) {
-  const CommandResult r = run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR
-                                      "/tests/reference/safetensors_reader.py " +
-                                      command + " '" + path + "'");
+  const CommandResult r = run_command(megacpp::io_test::reference_script("safetensors_reader.py") + " " + command + " '" + path + "'");
   EXPECT_EQ(r.status, 0) << "safetensors_reader.py " << command << " " << path << ":\n" << r.output;
   if (r.status != 0) return nlohmann::json();
   return nlohmann::json::parse(r.output);

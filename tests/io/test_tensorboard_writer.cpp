@@ -32,8 +32,7 @@ using megacpp::metrics::TensorBoardWriter;
 namespace {
 
 CommandResult decode(const std::string& path) {
-  return run_command("/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/tensorboard_events.py '" +
-                     path + "'");
+  return run_command(megacpp::io_test::reference_script("tensorboard_events.py") + " '" + path + "'");
 }
 
 std::vector<nlohmann::json> json_lines(const std::string& output) {

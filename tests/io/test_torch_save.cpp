@@ -32,7 +32,7 @@ using megacpp::io_test::write_bytes;
 
 namespace {
 
-const std::string kReference = "/usr/bin/python3 " MEGACPP_SOURCE_DIR "/tests/reference/torch_reference.py ";
+const std::string kReference = megacpp::io_test::reference_script("torch_reference.py") + " ";
 const DType kAllDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt64,
                             DType::kInt32,   DType::kInt16,   DType::kInt8,    DType::kUInt8,    DType::kBool};
 
@@ -165,7 +165,7 @@ TEST(TorchSave, PyTorchLoadsOurs) {
   // torch.save(0.001) style: a plain value, no storages.
   write_bytes(dir / "lr.pt", torch_save(PyValue::real(0.001)));
   const auto r =
-      run_command("/usr/bin/python3 -c \"import torch; assert torch.load('" + (dir / "lr.pt") + "') == 0.001\"");
+      run_command(megacpp::io_test::kDebianPython + " -c \"import torch; assert torch.load('" + (dir / "lr.pt") + "') == 0.001\"");
   EXPECT_EQ(r.status, 0) << r.output;
 }
 

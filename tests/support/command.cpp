@@ -8,6 +8,10 @@
 
 namespace megacpp::testing {
 
+std::string reference_script(const std::string& script) {
+  return kDebianPython + " " MEGACPP_SOURCE_DIR "/tests/reference/" + script;
+}
+
 CommandResult run_command(const std::string& command) {
   CommandResult result;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
