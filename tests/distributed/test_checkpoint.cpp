@@ -28,7 +28,6 @@ std::string fsdp(const std::string& dir, const std::string& yaml) {
   return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, "fsdp_" + std::to_string(std::hash<std::string>{}(yaml)) + ".yaml", yaml);
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
-const std::string kDebianPython = testing::kDebianPython + " ";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -225,7 +224,7 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
         "    assert got.dtype == torch.float32 and torch.equal(got, t), name\n"
         "print('checked', len(final), 'parameters')\n";
     const std::string py = testing::write_file(dir, format + ".py", script);
-    auto result = testing::run_command(kDebianPython + py);
+    auto result = testing::run_command(testing::kDebianPython + " " + py);
     EXPECT_EQ(result.status, 0) << result.output;
     EXPECT_NE(result.output.find("checked"), std::string::npos) << result.output;
   }
@@ -237,7 +236,7 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
       "m = json.load(open('" + dir + "/torch_dist/iter_0000003/metadata.json'))\n"
       "assert m['sharded_backend'] == 'torch_dist', m\n"
       "print('common ok')\n";
-  auto result = testing::run_command(kDebianPython + testing::write_file(dir, "common.py", common));
+  auto result = testing::run_command(testing::kDebianPython + " " + testing::write_file(dir, "common.py", common));
   EXPECT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("common ok"), std::string::npos) << result.output;
 }

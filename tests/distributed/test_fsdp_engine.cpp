@@ -90,6 +90,16 @@ void shard_layers_and_root(Stack& model, const parallel::DeviceMesh& mesh, const
   fsdp::fully_shard(model, mesh, options);
 }
 
+// A Stack sharded as shard_layers_and_root does, keeping the gathered parameters after
+// forward unless `reshard_after_forward`.
+std::shared_ptr<Stack> sharded_stack(const parallel::DeviceMesh& mesh, bool reshard_after_forward) {
+  auto model = std::make_shared<Stack>();
+  fsdp::FullyShardOptions options;
+  options.reshard_after_forward = reshard_after_forward;
+  shard_layers_and_root(*model, mesh, options);
+  return model;
+}
+
 TEST(FSDPEngine, UnevenShapesMatchUnshardedGradients) {
   testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
@@ -175,10 +185,7 @@ TEST(FSDPEngine, PrefetchAndNoReshardGiveTheSameGradients) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     for (bool reshard : {true, false}) {
-      auto model = std::make_shared<Stack>();
-      fsdp::FullyShardOptions options;
-      options.reshard_after_forward = reshard;
-      shard_layers_and_root(*model, mesh, options);
+      auto model = sharded_stack(mesh, reshard);
       fsdp::set_modules_to_forward_prefetch(*model->l0, {model->l1.get(), model->l2.get()});
       fsdp::set_modules_to_backward_prefetch(*model->l2, {model->l1.get(), model->l0.get()});
       for (int step = 0; step < 2; ++step) {  // a second step re-gathers after the first reshard
@@ -204,10 +211,7 @@ TEST(FSDPEngine, GatheredStorageIsFreedBetweenForwardAndBackward) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     for (bool reshard : {true, false}) {
-      auto model = std::make_shared<Stack>();
-      fsdp::FullyShardOptions options;
-      options.reshard_after_forward = reshard;
-      shard_layers_and_root(*model, mesh, options);
+      auto model = sharded_stack(mesh, reshard);
       auto nbytes = [](parallel::Module& m) {
         size_t total = 0;
         for (auto& p : fsdp::fsdp_state(m)->group()->params()) total += fsdp::storage_nbytes(p->unsharded());

@@ -313,17 +313,22 @@ std::vector<pid_t> all_pids() {
   return pids;
 }
 
-}  // namespace
-
-std::vector<pid_t> child_pids(pid_t parent) {
+// The live (not zombie or dead) processes whose parent or process group is `wanted`.
+std::vector<pid_t> live_pids_with(pid_t wanted, bool by_group) {
   std::vector<pid_t> out;
   for (pid_t pid : all_pids()) {
     char state = 0;
     pid_t ppid = 0, pgrp = 0;
-    if (read_stat(pid, state, ppid, pgrp) && ppid == parent && state != 'Z' && state != 'X') out.push_back(pid);
+    if (read_stat(pid, state, ppid, pgrp) && (by_group ? pgrp : ppid) == wanted && state != 'Z' && state != 'X') {
+      out.push_back(pid);
+    }
   }
   return out;
 }
+
+}  // namespace
+
+std::vector<pid_t> child_pids(pid_t parent) { return live_pids_with(parent, /*by_group=*/false); }
 
 std::string initial_environment_value(pid_t pid, const std::string& name) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
@@ -334,14 +339,6 @@ std::string initial_environment_value(pid_t pid, const std::string& name) {
   return "";
 }
 
-std::vector<pid_t> processes_in_group(pid_t pgid) {
-  std::vector<pid_t> out;
-  for (pid_t pid : all_pids()) {
-    char state = 0;
-    pid_t ppid = 0, pgrp = 0;
-    if (read_stat(pid, state, ppid, pgrp) && pgrp == pgid && state != 'Z' && state != 'X') out.push_back(pid);
-  }
-  return out;
-}
+std::vector<pid_t> processes_in_group(pid_t pgid) { return live_pids_with(pgid, /*by_group=*/true); }
 
 }  // namespace megacpp::testing
