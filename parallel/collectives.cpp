@@ -10,11 +10,18 @@
 // only moved, never computed on), and 16-bit reductions happen locally or in fp32.
 #include "parallel/collectives.h"
 
+#include <atomic>
+
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
 namespace megacpp::parallel {
 namespace {
+
+struct AtomicCounts {
+  std::atomic<int64_t> all_gather{0}, reduce_scatter{0}, all_reduce{0}, broadcast{0}, all_to_all{0};
+};
+AtomicCounts counts;
 
 bool is_half_precision(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
@@ -58,6 +65,7 @@ void PendingCollective::wait() {
 PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& output,
                                          const at::Tensor& input) {
   check_member(group, "all_gather_into_tensor");
+  ++counts.all_gather;
   check_sizes(output, input, group.size(), "all_gather_into_tensor");
   if (!group.backend) {
     output.copy_(input);
@@ -75,6 +83,7 @@ PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& o
 PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& output,
                                         const at::Tensor& input, ReduceOp op) {
   check_member(group, "reduce_scatter_tensor");
+  ++counts.reduce_scatter;
   check_sizes(input, output, group.size(), "reduce_scatter_tensor");
   const int size = group.size();
   auto finish_average = [output, size, op] {
@@ -109,6 +118,7 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
 
 PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, ReduceOp op) {
   check_member(group, "all_reduce");
+  ++counts.all_reduce;
   const int size = group.size();
   if (!group.backend) return {};
   // Gloo cannot reduce 16-bit floats: reduce an fp32 copy.
@@ -125,6 +135,7 @@ PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, Reduc
 
 PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int root) {
   check_member(group, "broadcast");
+  ++counts.broadcast;
   TORCH_CHECK(root >= 0 && root < group.size(), "broadcast: root ", root, " outside group ",
               group.describe());
   if (!group.backend) return {};
@@ -137,6 +148,7 @@ PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int ro
 PendingCollective all_to_all_single(const Group& group, const at::Tensor& output,
                                     const at::Tensor& input) {
   check_member(group, "all_to_all_single");
+  ++counts.all_to_all;
   TORCH_CHECK(output.numel() == input.numel() && input.numel() % group.size() == 0,
               "all_to_all_single: input and output need the same numel, divisible by ",
               group.size());
@@ -147,6 +159,11 @@ PendingCollective all_to_all_single(const Group& group, const at::Tensor& output
   std::vector<int64_t> even_split;  // empty: equal blocks
   at::Tensor out = as_transport(group, output), in = as_transport(group, input);
   return {group.backend->alltoall_base(out, in, even_split, even_split), nullptr};
+}
+
+CollectiveCounts collective_counts() {
+  return {counts.all_gather.load(), counts.reduce_scatter.load(), counts.all_reduce.load(), counts.broadcast.load(),
+          counts.all_to_all.load()};
 }
 
 }  // namespace megacpp::parallel

@@ -49,4 +49,11 @@ PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int ro
 PendingCollective all_to_all_single(const Group& group, const at::Tensor& output,
                                     const at::Tensor& input);
 
+// How many calls of each collective this process has made, for tests and benchmarks that
+// check what the engine communicates.
+struct CollectiveCounts {
+  int64_t all_gather = 0, reduce_scatter = 0, all_reduce = 0, broadcast = 0, all_to_all = 0;
+};
+CollectiveCounts collective_counts();
+
 }  // namespace megacpp::parallel

@@ -4,17 +4,37 @@
 
 namespace megacpp::parallel {
 
-at::Tensor Module::operator()(const at::Tensor& input) {
-  at::Tensor x = input;
+Module::Tensors Module::operator()(const Tensors& inputs) {
+  Tensors x = inputs;
   for (auto& hook : pre_hooks_) x = hook(*this, x);
-  at::Tensor out;
+  Tensors out;
   if (forward_wrapper_) {
-    out = forward_wrapper_([this](const at::Tensor& in) { return forward(in); }, x);
+    out = forward_wrapper_([this](const Tensors& in) { return forward_tensors(in); }, x);
   } else {
-    out = forward(x);
+    out = forward_tensors(x);
   }
   for (auto& hook : post_hooks_) out = hook(*this, x, out);
   return out;
+}
+
+at::Tensor Module::operator()(const at::Tensor& input) {
+  Tensors out = (*this)(Tensors{input});
+  if (out.size() != 1) {
+    throw std::invalid_argument("module '" + name() + "' returns " + std::to_string(out.size()) +
+                                " tensors; call it with a list of inputs to get them all");
+  }
+  return out.front();
+}
+
+Module::Tensors Module::forward_tensors(const Tensors& inputs) {
+  if (inputs.size() != 1) {
+    throw std::invalid_argument("module '" + name() + "' takes one tensor, got " + std::to_string(inputs.size()));
+  }
+  return {forward(inputs.front())};
+}
+
+at::Tensor Module::forward(const at::Tensor&) {
+  throw std::logic_error("module '" + name() + "' overrides neither forward nor forward_tensors");
 }
 
 void Module::register_slot(const std::string& name, at::Tensor& member, at::Tensor value,

@@ -1,7 +1,10 @@
 // Note [Module hooks]
 // C++ modules have no forward hooks, so megacpp layers derive from this Module: its call
 // operator runs pre-hooks, an optional forward wrapper (activation recompute) and post-hooks
-// around `forward`. Parameters live in *slots*: members the forward reads, which an engine
+// around `forward`. Hooks see a module's inputs and outputs as lists of tensors: a module
+// with one tensor in and out overrides forward(const at::Tensor&); one with several (token
+// ids and image features in, logits and an auxiliary loss out) overrides forward_tensors.
+// An undefined tensor in a list is an optional input or output left out. Parameters live in *slots*: members the forward reads, which an engine
 // may point at other tensors (FSDP points them at gathered, unsharded tensors during compute
 // and back at the sharded masters afterwards) without the layer's code knowing.
 #pragma once
@@ -19,13 +22,14 @@ namespace megacpp::parallel {
 
 class Module : public torch::nn::Module {
  public:
-  using Forward = std::function<at::Tensor(const at::Tensor&)>;
-  // May replace the input (e.g. cast it); returns the input forward will see.
-  using PreHook = std::function<at::Tensor(Module&, const at::Tensor& input)>;
-  // May replace the output; returns what the caller will see.
-  using PostHook = std::function<at::Tensor(Module&, const at::Tensor& input, const at::Tensor& output)>;
-  // Runs `forward` on `input` its own way (e.g. without saving activations).
-  using ForwardWrapper = std::function<at::Tensor(const Forward& forward, const at::Tensor& input)>;
+  using Tensors = std::vector<at::Tensor>;
+  using Forward = std::function<Tensors(const Tensors&)>;
+  // May replace the inputs (e.g. cast them); returns the inputs forward will see.
+  using PreHook = std::function<Tensors(Module&, const Tensors& inputs)>;
+  // May replace the outputs; returns what the caller will see.
+  using PostHook = std::function<Tensors(Module&, const Tensors& inputs, const Tensors& outputs)>;
+  // Runs `forward` on `inputs` its own way (e.g. without saving activations).
+  using ForwardWrapper = std::function<Tensors(const Forward& forward, const Tensors& inputs)>;
 
   struct ParamSlot {
     std::string name;    // local name, as registered with torch::nn::Module
@@ -36,6 +40,9 @@ class Module : public torch::nn::Module {
   Module(const Module&) = delete;  // slots point into this object
   Module& operator=(const Module&) = delete;
 
+  // The call with hooks: what a parent calls instead of forward.
+  Tensors operator()(const Tensors& inputs);
+  // The one-tensor form; throws when forward gives other than one output.
   at::Tensor operator()(const at::Tensor& input);
 
   void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
@@ -60,7 +67,9 @@ class Module : public torch::nn::Module {
   }
 
  protected:
-  virtual at::Tensor forward(const at::Tensor& input) = 0;
+  // Override one of the two. forward_tensors' default calls forward with the one input.
+  virtual Tensors forward_tensors(const Tensors& inputs);
+  virtual at::Tensor forward(const at::Tensor& input);
 
   // Registers `value` as parameter `name` and makes `member` its slot.
   void register_slot(const std::string& name, at::Tensor& member, at::Tensor value,

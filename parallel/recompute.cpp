@@ -1,9 +1,11 @@
 // Note [Recompute]
 // The wrapped forward runs under NoGradGuard, so nothing inside the module is saved for
-// backward; only the module input is kept. Its output gets a RecomputeBackward node whose
-// backward re-runs the forward with grad enabled on a detached copy of the input and
-// back-propagates through it with a nested (reentrant) backward call: parameter gradients
-// accumulate into the parameters' .grad as usual and the input gradient is returned.
+// backward; only the module inputs are kept. Its floating-point outputs share one
+// RecomputeBackward node whose backward re-runs the forward with grad enabled on detached
+// copies of the inputs and back-propagates through it with a nested (reentrant) backward
+// call: parameter gradients accumulate into the parameters' .grad as usual and the gradients
+// of the inputs that need one are returned (inputs that need none, undefined optional inputs
+// and integer outputs pass through untouched).
 // Hooks registered on the module (FSDP's unshard/reshard) run outside this region, so the
 // recomputation sees whatever parameters the pre-backward hooks have gathered.
 // The layers megacpp recomputes use no randomness (no dropout), so no RNG state is replayed.
@@ -19,48 +21,74 @@
 namespace megacpp::parallel {
 namespace {
 
+using Tensors = Module::Tensors;
+
+bool differentiable(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
+
 class RecomputeBackward : public torch::autograd::Node {
  public:
-  RecomputeBackward(Module::Forward forward, at::Tensor input)
-      : forward_(std::move(forward)), input_(std::move(input)) {}
+  RecomputeBackward(Module::Forward forward, Tensors inputs, std::vector<size_t> output_slots)
+      : forward_(std::move(forward)), inputs_(std::move(inputs)), output_slots_(std::move(output_slots)) {}
 
+  // grads[k] is the gradient of output output_slots_[k]; returns one gradient per input.
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
-    TORCH_INTERNAL_ASSERT(input_.defined(), "RecomputeBackward ran twice; retain_graph is not supported with recompute");
-    at::Tensor input = input_.detach();
-    input_.reset();
-    const bool input_needs_grad = should_compute_output(0);
-    if (input_needs_grad) input.requires_grad_(true);
-    at::Tensor output;
+    TORCH_INTERNAL_ASSERT(!released_, "RecomputeBackward ran twice; retain_graph is not supported with recompute");
+    released_ = true;
+    Tensors inputs = std::move(inputs_);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      inputs[i] = inputs[i].detach();
+      if (should_compute_output(i)) inputs[i].requires_grad_(true);
+    }
+    Tensors outputs;
     {
       torch::AutoGradMode enable(true);
-      output = forward_(input);
+      outputs = forward_(inputs);
     }
-    if (grads[0].defined() && output.requires_grad()) {
-      torch::autograd::backward({output}, {grads[0]});
+    Tensors roots, root_grads;
+    for (size_t k = 0; k < output_slots_.size(); ++k) {
+      const at::Tensor& out = outputs.at(output_slots_[k]);
+      if (grads[k].defined() && out.requires_grad()) roots.push_back(out), root_grads.push_back(grads[k]);
     }
-    return {input_needs_grad ? input.grad() : at::Tensor()};
+    if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+    torch::autograd::variable_list input_grads(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].defined() && should_compute_output(i)) input_grads[i] = inputs[i].grad();
+    }
+    return input_grads;
   }
 
   std::string name() const override { return "RecomputeBackward"; }
 
  private:
   Module::Forward forward_;
-  at::Tensor input_;  // [*] the module input, saved in place of all activations
+  Tensors inputs_;                    // the module inputs, saved in place of all activations
+  std::vector<size_t> output_slots_;  // which outputs have this node as grad_fn
+  bool released_ = false;
 };
 
-at::Tensor recompute_forward(const Module::Forward& forward, const at::Tensor& input) {
-  if (!torch::GradMode::is_enabled()) return forward(input);
-  at::Tensor output;
+Tensors recompute_forward(const Module::Forward& forward, const Tensors& inputs) {
+  if (!torch::GradMode::is_enabled()) return forward(inputs);
+  Tensors outputs;
   {
     torch::NoGradGuard no_grad;
-    output = forward(input);
+    outputs = forward(inputs);
   }
-  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(forward, input.detach()),
+  Tensors saved;
+  for (const auto& x : inputs) saved.push_back(x.defined() ? x.detach() : x);
+  std::vector<size_t> slots;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (differentiable(outputs[k])) slots.push_back(k);
+  }
+  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(forward, std::move(saved), slots),
                                                  torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(input));
-  at::Tensor result = output.detach();
-  torch::autograd::set_history(result, node);
-  return result;
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  Tensors results = outputs;
+  for (size_t k : slots) {
+    results[k] = outputs[k].detach();
+    torch::autograd::set_history(results[k], node);
+  }
+  return results;
 }
 
 }  // namespace

@@ -14,12 +14,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unordered_set>
+
 #include "parallel/collectives.h"
 
 namespace megacpp::parallel::fsdp {
 namespace {
 
-// Identity in forward; calls `state->post_backward()` when the input's gradient is ready.
+// Identity in forward; calls `state->post_backward()` once the gradients of all the inputs
+// it was put on are ready.
 class PostBackwardNode : public torch::autograd::Node {
  public:
   explicit PostBackwardNode(FSDPState* state) : state_(state) {}
@@ -33,14 +36,23 @@ class PostBackwardNode : public torch::autograd::Node {
   FSDPState* state_;
 };
 
-at::Tensor attach_post_backward(const at::Tensor& input, FSDPState* state) {
-  if (!torch::GradMode::is_enabled() || !input.requires_grad()) return input;
-  auto node = std::shared_ptr<PostBackwardNode>(new PostBackwardNode(state),
-                                                torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(input));
-  at::Tensor output = input.detach();
-  torch::autograd::set_history(output, node);
-  return output;
+// One node for every input that needs a gradient: it runs when all their gradients are in.
+Module::Tensors attach_post_backward(const Module::Tensors& inputs, FSDPState* state) {
+  if (!torch::GradMode::is_enabled()) return inputs;
+  Module::Tensors needing_grad;
+  for (const auto& x : inputs) {
+    if (x.defined() && x.requires_grad()) needing_grad.push_back(x);
+  }
+  if (needing_grad.empty()) return inputs;
+  auto node = std::shared_ptr<PostBackwardNode>(new PostBackwardNode(state), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(needing_grad));
+  Module::Tensors outputs = inputs;
+  for (auto& x : outputs) {
+    if (!x.defined() || !x.requires_grad()) continue;
+    x = x.detach();
+    torch::autograd::set_history(x, node);
+  }
+  return outputs;
 }
 
 bool is_floating(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
@@ -70,7 +82,7 @@ void FSDPState::set_requires_gradient_sync(bool sync) {
   }
 }
 
-at::Tensor FSDPState::pre_forward(const at::Tensor& input) {
+Module::Tensors FSDPState::pre_forward(const Module::Tensors& inputs) {
   if (is_root_) {
     lazy_init();
     for (auto* state : tree_) state->post_backward_done_ = false;
@@ -81,33 +93,36 @@ at::Tensor FSDPState::pre_forward(const at::Tensor& input) {
       if (next->group_) next->group_->unshard_async();
     }
   }
-  at::Tensor x = input;
+  Module::Tensors x = inputs;
   const auto& mp = options_.mixed_precision;
-  if (mp.cast_forward_inputs && mp.param_dtype && is_floating(x) && x.scalar_type() != *mp.param_dtype) {
-    x = x.to(*mp.param_dtype);
+  if (mp.cast_forward_inputs && mp.param_dtype) {
+    for (auto& t : x) {
+      if (is_floating(t) && t.scalar_type() != *mp.param_dtype) t = t.to(*mp.param_dtype);
+    }
   }
   return attach_post_backward(x, this);
 }
 
-at::Tensor FSDPState::post_forward(const at::Tensor& output) {
+Module::Tensors FSDPState::post_forward(const Module::Tensors& outputs) {
   if (group_ && !is_root_ && options_.reshard_after_forward) group_->reshard();
-  at::Tensor out = output;
+  Module::Tensors out = outputs;
   const auto& mp = options_.mixed_precision;
-  if (mp.output_dtype && is_floating(out) && out.scalar_type() != *mp.output_dtype) {
-    out = out.to(*mp.output_dtype);
-  }
-  if (torch::GradMode::is_enabled() && out.requires_grad()) {
-    out.register_hook([this](const at::Tensor& grad) {
-      pre_backward();
-      return grad;
-    });
+  for (auto& t : out) {
+    if (mp.output_dtype && is_floating(t) && t.scalar_type() != *mp.output_dtype) t = t.to(*mp.output_dtype);
+    if (torch::GradMode::is_enabled() && t.defined() && t.requires_grad()) {
+      t.register_hook([this](const at::Tensor& grad) {
+        pre_backward();
+        return grad;
+      });
+    }
   }
   return out;
 }
 
 void FSDPState::pre_backward() {
   queue_final_callback();
-  if (!group_) return;
+  // With several outputs this runs once per output; after post_backward the group stays freed.
+  if (!group_ || post_backward_done_) return;
   group_->wait_for_unshard();
   for (auto* next : backward_prefetch_) {
     if (next->group_) next->group_->unshard_async();
@@ -137,10 +152,13 @@ void FSDPState::finalize_backward() {
   if (requires_gradient_sync_) reduce_ignored_gradients();
 }
 
+// Every fully_shard call of the tree carries the ignored parameters of its options (usually
+// the same list): each is reduced once.
 void FSDPState::reduce_ignored_gradients() {
+  std::unordered_set<const c10::TensorImpl*> reduced;
   for (auto* state : tree_) {
     for (const at::Tensor& param : state->options_.ignored_params) {
-      if (!param.requires_grad()) continue;
+      if (!param.requires_grad() || !reduced.insert(param.unsafeGetTensorImpl()).second) continue;
       if (!param.grad().defined()) param.mutable_grad() = torch::zeros_like(param);
       all_reduce(mesh_.fsdp(), param.grad(), ReduceOp::kSum).wait();
       if (mesh_.is_hsdp()) all_reduce(mesh_.ddp(), param.grad(), ReduceOp::kSum).wait();

@@ -26,8 +26,12 @@ class FSDPState {
   void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }
   void set_requires_gradient_sync(bool sync);  // on every state of the tree
 
-  at::Tensor pre_forward(const at::Tensor& input);
-  at::Tensor post_forward(const at::Tensor& output);
+  // Gathers, casts floating-point inputs (cast_forward_inputs) and hooks the reduction on
+  // the inputs that need gradients.
+  Module::Tensors pre_forward(const Module::Tensors& inputs);
+  // Reshards, casts floating-point outputs (output_dtype) and hooks the gather for backward
+  // on the outputs that need gradients.
+  Module::Tensors post_forward(const Module::Tensors& outputs);
   void pre_backward();
   void post_backward();  // at most once per backward
 

@@ -97,9 +97,9 @@ FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardO
   auto state = std::make_shared<FSDPState>(module, std::move(group), mesh, options);
   FSDPState* raw = state.get();
   module.attach(state);
-  module.add_pre_hook([raw](Module&, const at::Tensor& input) { return raw->pre_forward(input); });
-  module.add_post_hook([raw](Module&, const at::Tensor&, const at::Tensor& output) {
-    return raw->post_forward(output);
+  module.add_pre_hook([raw](Module&, const Module::Tensors& inputs) { return raw->pre_forward(inputs); });
+  module.add_post_hook([raw](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
+    return raw->post_forward(outputs);
   });
   return *raw;
 }

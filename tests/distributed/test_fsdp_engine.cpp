@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "models/layers/linear.h"
+#include "parallel/collectives.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -167,6 +168,30 @@ TEST(FSDPEngine, IgnoredParametersStayWholeWithAveragedGradients) {
   });
 }
 
+// Every fully_shard call carries the same ignored list (as FSDP2Mixin passes it): each ignored
+// gradient is still all-reduced exactly once per backward, not once per group.
+TEST(FSDPEngine, IgnoredParametersAreReducedOncePerStepWithEveryLayerWrapped) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = std::make_shared<Stack>();
+    fsdp::FullyShardOptions options;
+    options.ignored_params = {model->l0->named_parameters()["bias"], model->l1->named_parameters()["bias"],
+                              model->named_parameters(false)["scale"]};
+    shard_layers_and_root(*model, mesh, options);
+    auto reference = reference_with_grads();
+    for (int step = 0; step < 2; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      const int64_t before = parallel::collective_counts().all_reduce;
+      loss_of((*model)(local_batch(mesh))).backward();
+      EXPECT_EQ(parallel::collective_counts().all_reduce - before, 3) << "step " << step;
+    }
+    for (const char* name : {"l0.bias", "l1.bias", "scale"}) {
+      EXPECT_TRUE(model->named_parameters()[name].grad().allclose(reference->named_parameters()[name].grad(), 1e-5, 1e-6))
+          << name;
+    }
+  });
+}
+
 TEST(FSDPEngine, NoSyncAccumulatesUntilTheSyncingBackward) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
@@ -219,8 +244,8 @@ TEST(FSDPEngine, GatheredStorageIsFreedBetweenForwardAndBackward) {
       };
       // Observe l0 during its own backward: a hook on its output runs after FSDP's pre-backward.
       size_t l0_in_backward = 0;
-      model->l0->add_post_hook([&](parallel::Module&, const at::Tensor&, const at::Tensor& out) {
-        out.register_hook([&](const at::Tensor& grad) {
+      model->l0->add_post_hook([&](parallel::Module&, const parallel::Module::Tensors&, const parallel::Module::Tensors& out) {
+        out.front().register_hook([&](const at::Tensor& grad) {
           l0_in_backward = nbytes(*model->l0);
           return grad;
         });
@@ -255,7 +280,7 @@ TEST(FSDPEngine, MixedPrecisionComputesInParamDtype) {
     options.mixed_precision.output_dtype = torch::kFloat;
     shard_layers_and_root(*model, mesh, options);
     at::ScalarType seen = torch::kFloat;
-    model->l1->add_pre_hook([&](parallel::Module& m, const at::Tensor& x) {
+    model->l1->add_pre_hook([&](parallel::Module& m, const parallel::Module::Tensors& x) {
       seen = dynamic_cast<models::Linear&>(m).weight().scalar_type();
       return x;
     });
