@@ -5,13 +5,13 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
-#include "checkpoint/hf_config.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/safetensors.h"
 #include "models/registry.h"
@@ -38,13 +38,47 @@ at::ScalarType scalar_type_of(const std::string& dtype, const std::string& what)
 
 // The parameters a model of `config` has, by name, with their shapes (built on the meta
 // device: no memory).
-std::vector<std::pair<std::string, std::vector<int64_t>>> expected_parameters(const models::LlamaConfig& config) {
-  auto model = models::create_model("llama", config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+std::vector<std::pair<std::string, std::vector<int64_t>>> expected_parameters(const models::ModelConfig& config) {
+  auto model = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (const auto& item : model->named_parameters(true)) out.emplace_back(item.key(), item.value().sizes().vec());
   return out;
 }
 
+std::vector<int64_t> transposed(std::vector<int64_t> shape) {
+  if (shape.size() == 2) std::swap(shape[0], shape[1]);
+  return shape;
+}
+
+// The model a checkpoint's args describe, with the family they name (the default family for
+// checkpoints whose args record none).
+std::shared_ptr<const models::ModelConfig> config_of(const CheckpointReader& reader) {
+  const nlohmann::json args = args_json(reader.object("args"));
+  const auto type = args.find("model_type");
+  const std::string model_type = type != args.end() && type->is_string() ? type->get<std::string>() : models::kDefaultModelType;
+  return models::model_family(model_type).config_from_args(args, reader.dir());
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
+  }
+}
+
+// The family that reads a config.json, from its model_type.
+const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, const std::string& path) {
+  if (!config.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
+  const auto type = config.find("model_type");
+  if (type == config.end() || !type->is_string()) {
+    throw std::invalid_argument(path + ": key 'model_type': " + (type == config.end() ? std::string("missing") : type->dump()) +
+                                ": expected the name of a Hugging Face model type");
+  }
+  return models::family_for_hf_model_type(type->get<std::string>(), path);
+}
 
 }  // namespace
 
@@ -54,7 +88,9 @@ std::string export_hf(const HfExportOptions& options) {
   }
   auto reader = CheckpointReader::open(options.load, options.step);
   if (!reader) throw std::runtime_error("--load " + options.load + " has no checkpoint (no " + tracker_path(options.load) + ")");
-  const models::LlamaConfig config = llama_config_from_args(reader->object("args"), reader->dir());
+  const auto config_ptr = config_of(*reader);
+  const models::ModelConfig& config = *config_ptr;
+  const models::ModelFamily& family = models::model_family(config.model_type());
   const at::ScalarType type = options.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
 
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // HF name, values (kept alive while writing)
@@ -64,7 +100,8 @@ std::string export_hf(const HfExportOptions& options) {
       throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + shape_string(t.sizes().vec()) +
                                " but the model in args needs " + shape_string(shape));
     }
-    tensors.emplace_back(to_hf_name(fqn), t.to(type).contiguous());
+    const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    tensors.emplace_back(hf.name, (hf.transposed ? t.t() : t).to(type).contiguous());
   }
   std::vector<std::pair<std::string, TensorView>> views;
   for (const auto& [name, t] : tensors) {
@@ -73,7 +110,7 @@ std::string export_hf(const HfExportOptions& options) {
   }
   fs::create_directories(options.output);
   const ShardPlan plan = save_safetensors_sharded(options.output, views, options.max_shard_bytes);
-  write_file_atomically((fs::path(options.output) / "config.json").string(), to_hf_config(config, options.dtype).dump(2) + "\n");
+  write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
   std::ostringstream summary;
   summary << "exported " << tensors.size() << " tensors (" << options.dtype << ", " << plan.filenames.size() << " file"
           << (plan.filenames.size() > 1 ? "s" : "") << ") from " << reader->dir() << " to " << options.output;
@@ -82,7 +119,10 @@ std::string export_hf(const HfExportOptions& options) {
 
 std::string import_hf(const HfImportOptions& options) {
   const std::string config_path = (fs::path(options.input) / "config.json").string();
-  const models::LlamaConfig config = read_hf_config(config_path);
+  const nlohmann::json hf_config = read_json_file(config_path);
+  const models::ModelFamily& family = family_of_hf_config(hf_config, config_path);
+  const auto config_ptr = family.from_hf_config(hf_config, config_path);
+  const models::ModelConfig& config = *config_ptr;
   const SafetensorsCheckpoint weights = SafetensorsCheckpoint::open(options.input);
 
   if (read_tracker(options.save)) {
@@ -94,39 +134,36 @@ std::string import_hf(const HfImportOptions& options) {
   job.iteration = kReleaseIteration;
   job.format = options.format;
   for (const auto& [fqn, shape] : expected_parameters(config)) {
-    const std::string hf = to_hf_name(fqn);
-    if (!weights.contains(hf)) throw std::runtime_error(options.input + ": no tensor '" + hf + "' (the model of " + config_path + " needs it)");
-    const TensorView view = weights.tensor(hf);
-    const std::string what = (fs::path(options.input) / weights.filename_of(hf)).string() + ", tensor '" + hf + "'";
-    if (view.shape != shape) {
-      throw std::runtime_error(what + ": shape " + shape_string(view.shape) + ", the model of " + config_path + " needs " + shape_string(shape));
+    const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    if (!weights.contains(hf.name)) {
+      throw std::runtime_error(options.input + ": no tensor '" + hf.name + "' (the model of " + config_path + " needs it)");
+    }
+    const TensorView view = weights.tensor(hf.name);
+    const std::string what = (fs::path(options.input) / weights.filename_of(hf.name)).string() + ", tensor '" + hf.name + "'";
+    const std::vector<int64_t> hf_shape = hf.transposed ? transposed(shape) : shape;
+    if (view.shape != hf_shape) {
+      throw std::runtime_error(what + ": shape " + shape_string(view.shape) + ", the model of " + config_path + " needs " +
+                               shape_string(hf_shape));
     }
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
+    if (hf.transposed) t = t.t().contiguous();
     job.items.add_block(model_path(options.format, fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
   }
-  for (const auto& name : weights.names()) {
-    // Tied models may still carry lm_head.weight (a copy of the embedding): nothing to keep.
-    if (name == "lm_head.weight" && config.tie_embeddings) continue;
-    from_hf_name(name);  // throws for a tensor no Llama/Qwen3 model has
-  }
+  // Every tensor of the folder must be one the family knows (it throws for others).
+  for (const auto& name : weights.names()) family.from_hf_tensor(config, name);
+  nlohmann::json args = config.to_args();
+  args["model_type"] = config.model_type();
   job.add_unsharded("iteration", PyValue::integer(0));
   job.add_unsharded("checkpoint_version", PyValue::real(kCheckpointVersion));
-  job.add_unsharded("args", args_namespace(llama_args(config)));
+  job.add_unsharded("args", args_namespace(args));
   const std::string tmp = checkpoint_dir(options.save, kReleaseIteration) + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   publish_checkpoint(job, tmp, write_rank_file(tmp, 0, job.items));
-
-  std::ostringstream flags;
-  flags << "--num-layers " << config.num_layers << " --hidden-size " << config.hidden_size << " --ffn-hidden-size "
-        << config.ffn() << " --num-attention-heads " << config.num_attention_heads << " --num-query-groups "
-        << config.kv_heads() << " --kv-channels " << config.head_dim() << " --max-position-embeddings "
-        << config.max_position_embeddings << " --rotary-base " << config.rotary_base << " --norm-epsilon "
-        << config.norm_epsilon << (config.qk_layernorm ? " --qk-layernorm" : "")
-        << (config.tie_embeddings ? "" : " --untie-embeddings-and-output-weights") << " (vocabulary "
-        << config.vocab_size << ")";
-  return flags.str();
+  std::string flags = "--model-type " + config.model_type() + " " + config.to_flags();
+  if (const auto vocab = args.find("padded_vocab_size"); vocab != args.end()) flags += " (vocabulary " + vocab->dump() + ")";
+  return flags;
 }
 
 }  // namespace megacpp::checkpoint

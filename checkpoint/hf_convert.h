@@ -17,9 +17,10 @@ struct HfExportOptions {
   uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
 };
 
-// Writes config.json (LlamaForCausalLM, or Qwen3ForCausalLM for --qk-layernorm models),
-// model.safetensors (or shards + model.safetensors.index.json) with HF weight names. The
-// model's shape comes from the checkpoint's args. Returns a one-line summary.
+// Writes config.json and model.safetensors (or shards + model.safetensors.index.json) with
+// Hugging Face weight names, as the model family the checkpoint's args name (model_type;
+// llama when absent) maps them. The model's shape comes from the args. Returns a one-line
+// summary.
 std::string export_hf(const HfExportOptions& options);
 
 struct HfImportOptions {
@@ -31,7 +32,8 @@ struct HfImportOptions {
 // Writes the weights as a release checkpoint (fp32, model only; the tracker says
 // "release"), which `megacpp-train --load SAVE` starts from at iteration 0. Every weight
 // the model needs must be there with its shape; errors name the file and the tensor.
-// Returns the megacpp-train flags that build this model.
+// The family is the one that reads config.json's model_type. Returns the megacpp-train flags
+// that build this model.
 std::string import_hf(const HfImportOptions& options);
 
 }  // namespace megacpp::checkpoint

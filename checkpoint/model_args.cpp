@@ -3,52 +3,48 @@
 #include <stdexcept>
 
 namespace megacpp::checkpoint {
+namespace {
 
-std::vector<std::pair<PyValue, PyValue>> llama_args(const models::LlamaConfig& c) {
-  auto s = [](const char* name) { return PyValue::string(name); };
-  return {{s("num_layers"), PyValue::integer(c.num_layers)},
-          {s("hidden_size"), PyValue::integer(c.hidden_size)},
-          {s("ffn_hidden_size"), PyValue::integer(c.ffn())},
-          {s("num_attention_heads"), PyValue::integer(c.num_attention_heads)},
-          {s("num_query_groups"), PyValue::integer(c.kv_heads())},
-          {s("kv_channels"), PyValue::integer(c.head_dim())},
-          {s("qk_layernorm"), PyValue::boolean(c.qk_layernorm)},
-          {s("max_position_embeddings"), PyValue::integer(c.max_position_embeddings)},
-          {s("rotary_base"), PyValue::real(c.rotary_base)},
-          {s("norm_epsilon"), PyValue::real(c.norm_epsilon)},
-          {s("padded_vocab_size"), PyValue::integer(c.vocab_size)},
-          {s("untie_embeddings_and_output_weights"), PyValue::boolean(!c.tie_embeddings)}};
+PyValue to_py(const std::string& key, const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null: return PyValue::none();
+    case nlohmann::json::value_t::boolean: return PyValue::boolean(value.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return PyValue::integer(value.get<int64_t>());
+    case nlohmann::json::value_t::number_float: return PyValue::real(value.get<double>());
+    case nlohmann::json::value_t::string: return PyValue::string(value.get<std::string>());
+    default: throw std::invalid_argument("args field '" + key + "': " + value.dump() + " is not a plain value");
+  }
 }
 
-PyValue args_namespace(std::vector<std::pair<PyValue, PyValue>> fields) {
-  return PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}), PyValue::dict(std::move(fields)),
+}  // namespace
+
+PyValue args_namespace(const nlohmann::json& fields, std::vector<std::pair<PyValue, PyValue>> extra) {
+  std::vector<std::pair<PyValue, PyValue>> items;
+  for (const auto& [key, value] : fields.items()) items.emplace_back(PyValue::string(key), to_py(key, value));
+  for (auto& item : extra) items.push_back(std::move(item));
+  return PyValue::object(PyValue::global("argparse", "Namespace"), PyValue::tuple({}), PyValue::dict(std::move(items)),
                          /*newobj=*/true);
 }
 
 const PyValue& args_fields(const PyValue& args) { return args.kind() == PyValue::Kind::kObject ? args.state() : args; }
 
-models::LlamaConfig llama_config_from_args(const PyValue& args, const std::string& where) {
+nlohmann::json args_json(const PyValue& args) {
+  nlohmann::json out = nlohmann::json::object();
   const PyValue& fields = args_fields(args);
-  auto get = [&](const char* name) -> const PyValue& {
-    const PyValue* v = fields.kind() == PyValue::Kind::kDict ? fields.find(name) : nullptr;
-    if (!v) throw std::runtime_error(where + ": the saved args have no '" + std::string(name) + "'");
-    return *v;
-  };
-  models::LlamaConfig c;
-  c.num_layers = get("num_layers").as_int();
-  c.hidden_size = get("hidden_size").as_int();
-  c.ffn_hidden_size = get("ffn_hidden_size").as_int();
-  c.num_attention_heads = get("num_attention_heads").as_int();
-  c.num_query_groups = get("num_query_groups").as_int();
-  c.kv_channels = get("kv_channels").as_int();
-  c.qk_layernorm = get("qk_layernorm").as_bool();
-  c.max_position_embeddings = get("max_position_embeddings").as_int();
-  c.rotary_base = get("rotary_base").as_float();
-  c.norm_epsilon = get("norm_epsilon").as_float();
-  c.vocab_size = get("padded_vocab_size").as_int();
-  c.tie_embeddings = !get("untie_embeddings_and_output_weights").as_bool();
-  c.validate();
-  return c;
+  if (fields.kind() != PyValue::Kind::kDict) return out;
+  for (const auto& [key, value] : fields.dict_items()) {
+    if (key.kind() != PyValue::Kind::kString) continue;
+    switch (value.kind()) {
+      case PyValue::Kind::kNone: out[key.as_string()] = nullptr; break;
+      case PyValue::Kind::kBool: out[key.as_string()] = value.as_bool(); break;
+      case PyValue::Kind::kInt: out[key.as_string()] = value.as_int(); break;
+      case PyValue::Kind::kFloat: out[key.as_string()] = value.as_float(); break;
+      case PyValue::Kind::kString: out[key.as_string()] = value.as_string(); break;
+      default: break;
+    }
+  }
+  return out;
 }
 
 }  // namespace megacpp::checkpoint

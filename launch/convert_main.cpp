@@ -1,6 +1,7 @@
 // megacpp-convert: Hugging Face <-> megacpp checkpoints.
 //   megacpp-convert export --load SAVE [--ckpt-step N] --output HF_DIR [--dtype float32|bfloat16]
 //   megacpp-convert import --input HF_DIR --save SAVE [--ckpt-format torch_dist|torch_dcp]
+// --model-library PATH.so adds the model families a library registers.
 // The work is in checkpoint/hf_convert.h; this file parses flags. Argument errors exit 2,
 // failures 1.
 #include <cxxopts.hpp>
@@ -10,6 +11,8 @@
 #include <string>
 
 #include "checkpoint/hf_convert.h"
+#include "megacpp/model_arguments.h"
+#include "models/registry.h"
 
 namespace {
 
@@ -30,7 +33,9 @@ cxxopts::Options make_options() {
       ("input", "Hugging Face folder to import (config.json + safetensors)", text()->default_value(""))
       ("save", "checkpoint root to write SAVE/release/ into", text()->default_value(""))
       ("ckpt-format", "torch_dist or torch_dcp", text()->default_value("torch_dist"));
-  o.add_options("")("h,help", "show this help")("command", "export or import", text());
+  o.add_options("")
+      ("model-library", "shared library that registers model families (may repeat)", text())
+      ("h,help", "show this help")("command", "export or import", text());
   o.parse_positional({"command"});
   return o;
 }
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
   std::string command;
   cxxopts::ParseResult r;
   try {
+    for (const auto& path : megacpp::model_libraries_in(argc, argv)) megacpp::models::load_model_library(path);
     r = options.parse(argc, argv);
     if (r.count("help")) {
       std::cout << options.help() << std::endl;

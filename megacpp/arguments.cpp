@@ -2,11 +2,13 @@
 
 #include <iostream>
 #include <algorithm>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include <cxxopts.hpp>
+
+#include "megacpp/model_arguments.h"
+#include "models/registry.h"
 
 namespace megacpp {
 namespace {
@@ -18,22 +20,14 @@ void require(bool ok, const std::string& message) {
 cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-train", "Train a transformer language model with FSDP2 (Megatron-style flags)");
   o.add_options("model")
-      ("model-type", "registered model to build", cxxopts::value<std::string>()->default_value("llama"))
-      ("num-layers", "transformer layers", cxxopts::value<std::string>()->default_value("2"))
-      ("hidden-size", "hidden size", cxxopts::value<std::string>()->default_value("64"))
-      ("ffn-hidden-size", "MLP hidden size (default 4 x hidden)", cxxopts::value<std::string>()->default_value("0"))
-      ("num-attention-heads", "attention heads", cxxopts::value<std::string>()->default_value("4"))
-      ("num-query-groups", "key/value heads for grouped-query attention (default: heads)", cxxopts::value<std::string>()->default_value("0"))
-      ("kv-channels", "head dimension (default: hidden / heads)", cxxopts::value<std::string>()->default_value("0"))
-      ("qk-layernorm", "RMSNorm on each query and key head before rotary (Qwen3)")
+      ("model-type", "registered model family to build", cxxopts::value<std::string>()->default_value(models::kDefaultModelType))
+      ("model-library", "shared library that registers model families (loaded before the flags are read; may repeat)",
+       cxxopts::value<std::vector<std::string>>())
       ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
-      ("max-position-embeddings", "maximum sequence length (default: seq length)", cxxopts::value<std::string>()->default_value("0"))
       ("vocab-size", "NullTokenizer: ids 0..N-1 (the model's vocabulary is N + 1, padded)", cxxopts::value<std::string>()->default_value("0"))
       ("make-vocab-size-divisible-by", "pad the model's vocabulary to a multiple of this", cxxopts::value<std::string>()->default_value("128"))
-      ("norm-epsilon", "RMSNorm epsilon", cxxopts::value<std::string>()->default_value("1e-5"))
-      ("rotary-base", "rotary embedding base", cxxopts::value<std::string>()->default_value("10000"))
-      ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"))
-      ("untie-embeddings-and-output-weights", "separate output layer weights");
+      ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"));
+  add_model_flags(o);
   o.add_options("training")
       ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<std::string>()->default_value("1"))
       ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<std::string>()->default_value("0"))
@@ -91,11 +85,7 @@ cxxopts::Options make_options() {
 }
 
 void validate(const TrainingArguments& a) {
-  a.model.validate();
   require(a.seq_length > 0, "--seq-length must be positive");
-  require(a.model.max_position_embeddings >= a.seq_length,
-          "--max-position-embeddings (" + std::to_string(a.model.max_position_embeddings) +
-              ") must be >= --seq-length (" + std::to_string(a.seq_length) + ")");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
   require(a.global_batch_size >= 0, "--global-batch-size must be >= 0 (0: micro batch x data-parallel size)");
   require(a.train_iters > 0, "--train-iters must be positive");
@@ -141,28 +131,7 @@ void validate(const TrainingArguments& a) {
 // Numbers are read as text and converted here, so a malformed value names its flag.
 template <class T>
 T number(const cxxopts::ParseResult& r, const std::string& flag) {
-  const std::string text = r[flag].as<std::string>();
-  size_t used = 0;
-  T value{};
-  try {
-    if constexpr (std::is_floating_point_v<T>) {
-      value = static_cast<T>(std::stod(text, &used));
-    } else if constexpr (std::is_unsigned_v<T>) {
-      if (!text.empty() && text[0] == '-') throw std::invalid_argument("negative");
-      value = static_cast<T>(std::stoull(text, &used));
-    } else {
-      const long long wide = std::stoll(text, &used);
-      if (wide < std::numeric_limits<T>::min() || wide > std::numeric_limits<T>::max()) used = 0;
-      value = static_cast<T>(wide);
-    }
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
-    throw std::invalid_argument("--" + flag + ": '" + text + "' is not a valid " +
-                                (std::is_floating_point_v<T> ? "number" : "integer"));
-  }
-  return value;
+  return models::parse_flag_number<T>(flag, r[flag].as<std::string>());
 }
 
 std::vector<std::string> split_words(const std::string& text) {
@@ -189,6 +158,8 @@ std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv
 }  // namespace
 
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
+  const std::vector<std::string> libraries = model_libraries_in(argc, argv);
+  for (const auto& path : libraries) models::load_model_library(path);
   cxxopts::Options options = make_options();
   cxxopts::ParseResult r;
   const std::vector<std::string> words = join_multi_word_flags(argc, argv);
@@ -207,21 +178,11 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   }
   TrainingArguments a;
   a.model_type = r["model-type"].as<std::string>();
-  a.model.num_layers = number<int64_t>(r, "num-layers");
-  a.model.hidden_size = number<int64_t>(r, "hidden-size");
-  a.model.ffn_hidden_size = number<int64_t>(r, "ffn-hidden-size");
-  a.model.num_attention_heads = number<int64_t>(r, "num-attention-heads");
-  a.model.num_query_groups = number<int64_t>(r, "num-query-groups");
-  a.model.kv_channels = number<int64_t>(r, "kv-channels");
-  a.model.qk_layernorm = r["qk-layernorm"].as<bool>();
+  a.model_libraries = libraries;
+  models::model_family(a.model_type);  // an unknown name fails first, listing the known ones
   a.tokenizer.vocab_size = number<int64_t>(r, "vocab-size");
   a.make_vocab_size_divisible_by = number<int64_t>(r, "make-vocab-size-divisible-by");
-  a.model.norm_epsilon = number<double>(r, "norm-epsilon");
-  a.model.rotary_base = number<double>(r, "rotary-base");
-  a.model.tie_embeddings = !r["untie-embeddings-and-output-weights"].as<bool>();
   a.seq_length = number<int64_t>(r, "seq-length");
-  a.model.max_position_embeddings = number<int64_t>(r, "max-position-embeddings");
-  if (a.model.max_position_embeddings == 0) a.model.max_position_embeddings = a.seq_length;
   a.init_method_std = number<double>(r, "init-method-std");
   a.micro_batch_size = number<int64_t>(r, "micro-batch-size");
   a.global_batch_size = number<int64_t>(r, "global-batch-size");
@@ -270,10 +231,10 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   if (a.tokenizer.type != "NullTokenizer" && a.tokenizer.vocab_size != 0) {
     throw std::invalid_argument("--vocab-size is for NullTokenizer; " + a.tokenizer.type + " has its own vocabulary");
   }
-  a.model.vocab_size = 1;  // the real size comes from the tokenizer, once the flags are known good
   validate(a);
   a.tokenizer_vocab_size = data::build_tokenizer(a.tokenizer)->vocab_size();
-  a.model.vocab_size = data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
+  const int64_t vocab = data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
+  a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});
   return a;
 }
 

@@ -2,18 +2,21 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "megacpp/data/tokenizer/tokenizer.h"
-#include "models/llama/llama_config.h"
+#include "models/model_family.h"
 
 namespace megacpp {
 
 struct TrainingArguments {
   // model
   std::string model_type = "llama";
-  models::LlamaConfig model;
+  std::vector<std::string> model_libraries;  // --model-library, loaded before the flags are read
+  // The model's shape, from the flags of its family (--model-type); built by parse_arguments.
+  std::shared_ptr<const models::ModelConfig> model;
   int64_t seq_length = 128;
   double init_method_std = 0.02;
   // batch and schedule
@@ -68,7 +71,8 @@ struct TrainingArguments {
   bool no_initialization = false;
 };
 
-// Parses argv (argv[0] is the program). The tokenizer is built once to size the model's
+// Parses argv (argv[0] is the program). Libraries named by --model-library are loaded first,
+// so the families they register add their flags. The tokenizer is built once to size the model's
 // vocabulary (Megatron's padded vocab), so a bad tokenizer file is reported here. Throws std::invalid_argument naming the flag for an
 // unknown flag, a malformed value or an inconsistent combination. `help` is set and usage
 // printed to stdout for --help.

@@ -1,39 +1,109 @@
 #include "models/registry.h"
 
-#include <map>
-#include <stdexcept>
+#include <dlfcn.h>
 
-#include "models/llama/llama_model.h"
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
 
 namespace megacpp::models {
 namespace {
 
-std::map<std::string, ModelFactory>& factories() {
-  static std::map<std::string, ModelFactory> map = {
-      {"llama", [](const LlamaConfig& c, const at::TensorOptions& o) { return std::make_shared<LlamaModel>(c, o); }},
-  };
+std::map<std::string, std::shared_ptr<const ModelFamily>>& families() {
+  static std::map<std::string, std::shared_ptr<const ModelFamily>> map;
   return map;
+}
+
+// Errors of registrations made while a library was being loaded.
+std::vector<std::string>& load_errors() {
+  static std::vector<std::string> errors;
+  return errors;
+}
+
+void throw_load_errors(const std::string& context) {
+  if (load_errors().empty()) return;
+  std::string message = context;
+  for (const auto& e : load_errors()) message += (message.empty() ? "" : ": ") + e;
+  load_errors().clear();
+  throw std::invalid_argument(message);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 }  // namespace
 
-void register_model(const std::string& name, ModelFactory factory) { factories()[name] = std::move(factory); }
-
-std::vector<std::string> registered_models() {
-  std::vector<std::string> names;
-  for (auto& [name, f] : factories()) names.push_back(name);
-  return names;
-}
-
-std::shared_ptr<LanguageModel> create_model(const std::string& name, const LlamaConfig& config,
-                                            const at::TensorOptions& options) {
-  auto it = factories().find(name);
-  if (it == factories().end()) {
-    std::string known;
-    for (auto& n : registered_models()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("--model-type '" + name + "' is not registered (known: " + known + ")");
+void register_family(std::shared_ptr<const ModelFamily> family) {
+  const std::string name = family->name();
+  if (!families().emplace(name, std::move(family)).second) {
+    throw std::invalid_argument("model family '" + name + "' is registered twice");
   }
-  return it->second(config, options);
 }
 
+std::vector<const ModelFamily*> registered_families() {
+  std::vector<const ModelFamily*> out;
+  for (auto& [name, family] : families()) out.push_back(family.get());
+  return out;
+}
+
+const ModelFamily& model_family(const std::string& name) {
+  throw_load_errors("");
+  auto it = families().find(name);
+  if (it == families().end()) {
+    std::vector<std::string> known;
+    for (auto& [n, f] : families()) known.push_back(n);
+    throw std::invalid_argument("--model-type '" + name + "' is not registered (known: " + joined(known) +
+                                "; a model built outside megacpp is added with --model-library)");
+  }
+  return *it->second;
+}
+
+const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, const std::string& path) {
+  std::vector<std::string> known;
+  for (auto& [name, family] : families()) {
+    for (const auto& type : family->hf_model_types()) {
+      if (type == hf_model_type) return *family;
+      known.push_back("\"" + type + "\"");
+    }
+  }
+  throw std::invalid_argument(path + ": key 'model_type': \"" + hf_model_type + "\": megacpp reads " + joined(known));
+}
+
+std::shared_ptr<LanguageModel> create_model(const ModelConfig& config, const at::TensorOptions& options) {
+  return model_family(config.model_type()).build(config, options);
+}
+
+void load_model_library(const std::string& path) {
+  static std::set<std::string> loaded;
+  const std::string key = std::filesystem::weakly_canonical(path).string();
+  if (loaded.count(key)) return;
+  const std::string where = "--model-library " + path;
+  if (!std::filesystem::is_regular_file(path)) throw std::invalid_argument(where + ": no such file");
+  const size_t before = families().size();
+  // RTLD_GLOBAL: a library's own dependencies may be shared with later ones.
+  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) throw std::invalid_argument(where + ": " + dlerror());
+  loaded.insert(key);
+  throw_load_errors(where);
+  if (families().size() == before) {
+    throw std::invalid_argument(where + ": registers no model family (MEGACPP_REGISTER_MODEL_FAMILY in one of its .cpp files)");
+  }
+}
+
+namespace detail {
+
+bool register_family_at_load(std::shared_ptr<const ModelFamily> family) noexcept {
+  try {
+    register_family(std::move(family));
+    return true;
+  } catch (const std::exception& e) {
+    load_errors().push_back(e.what());
+    return false;
+  }
+}
+
+}  // namespace detail
 }  // namespace megacpp::models

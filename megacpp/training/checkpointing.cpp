@@ -174,21 +174,19 @@ PyValue schedule_state(const TrainingArguments& args, int64_t iteration) {
 // The arguments that describe the run (Megatron keeps them, and the data position, in an
 // argparse.Namespace).
 PyValue args_state(const TrainingArguments& args, const TrainingProgress& progress, int world_size, int dp_size) {
-  auto items = checkpoint::llama_args(args.model);
-  for (auto& [name, value] : std::vector<std::pair<const char*, PyValue>>{
-           {"seq_length", PyValue::integer(args.seq_length)},
-           {"micro_batch_size", PyValue::integer(args.micro_batch_size)},
-           {"global_batch_size", PyValue::integer(args.global_batch_size)},
-           {"train_iters", PyValue::integer(args.train_iters)},
-           {"seed", PyValue::integer(static_cast<int64_t>(args.seed))},
-           {"world_size", PyValue::integer(world_size)},
-           {"data_parallel_size", PyValue::integer(dp_size)},
-           {"iteration", PyValue::integer(progress.iteration)},
-           {"consumed_train_samples", PyValue::integer(progress.consumed_train)},
-           {"consumed_valid_samples", PyValue::integer(progress.consumed_valid)}}) {
-    items.emplace_back(str(name), std::move(value));
-  }
-  return checkpoint::args_namespace(std::move(items));
+  nlohmann::json fields = args.model->to_args();
+  fields["model_type"] = args.model->model_type();
+  fields["seq_length"] = args.seq_length;
+  fields["micro_batch_size"] = args.micro_batch_size;
+  fields["global_batch_size"] = args.global_batch_size;
+  fields["train_iters"] = args.train_iters;
+  fields["seed"] = static_cast<int64_t>(args.seed);
+  fields["world_size"] = world_size;
+  fields["data_parallel_size"] = dp_size;
+  fields["iteration"] = progress.iteration;
+  fields["consumed_train_samples"] = progress.consumed_train;
+  fields["consumed_valid_samples"] = progress.consumed_valid;
+  return checkpoint::args_namespace(fields);
 }
 
 int64_t int_field(const PyValue& dict, const std::string& key, const std::string& where) {

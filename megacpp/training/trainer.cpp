@@ -146,7 +146,7 @@ int run_training(const TrainingArguments& args) {
   torch::manual_seed(args.seed);
   const bool meta = args.init_model_with_meta_device;
   auto build_options = torch::TensorOptions().dtype(torch::kFloat).device(meta ? c10::Device(c10::kMeta) : device);
-  auto model = models::create_model(args.model_type, args.model, build_options);
+  auto model = models::create_model(*args.model, build_options);
   // --no-initialization: the shards are left as allocated; --load fills them.
   auto init = [&] {
     if (!args.no_initialization) model->init_weights(args.init_method_std, args.seed);

@@ -1,5 +1,6 @@
 #include "models/llama/llama_config.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace megacpp::models {
@@ -40,6 +41,31 @@ double LlamaConfig::flops_per_token(int64_t seq_length) const {
   const double scores = 2.0 * 2 * seq_length * num_attention_heads * d;  // QK^T and PV
   const double logits = 2.0 * h * vocab_size;
   return 3.0 * (num_layers * (attention_proj + mlp + scores) + logits);
+}
+
+nlohmann::json LlamaConfig::to_args() const {
+  return {{"num_layers", num_layers},
+          {"hidden_size", hidden_size},
+          {"ffn_hidden_size", ffn()},
+          {"num_attention_heads", num_attention_heads},
+          {"num_query_groups", kv_heads()},
+          {"kv_channels", head_dim()},
+          {"qk_layernorm", qk_layernorm},
+          {"max_position_embeddings", max_position_embeddings},
+          {"rotary_base", rotary_base},
+          {"norm_epsilon", norm_epsilon},
+          {"padded_vocab_size", vocab_size},
+          {"untie_embeddings_and_output_weights", !tie_embeddings}};
+}
+
+std::string LlamaConfig::to_flags() const {
+  std::ostringstream flags;
+  flags << "--num-layers " << num_layers << " --hidden-size " << hidden_size << " --ffn-hidden-size " << ffn()
+        << " --num-attention-heads " << num_attention_heads << " --num-query-groups " << kv_heads() << " --kv-channels "
+        << head_dim() << " --max-position-embeddings " << max_position_embeddings << " --rotary-base " << rotary_base
+        << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "")
+        << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights");
+  return flags.str();
 }
 
 bool operator==(const LlamaConfig& a, const LlamaConfig& b) {

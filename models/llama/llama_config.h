@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <string>
 
+#include "models/model_family.h"
+
 namespace megacpp::models {
 
-struct LlamaConfig {
-  int64_t vocab_size = 256;               // --vocab-size (or the tokenizer's)
+struct LlamaConfig : ModelConfig {
+  int64_t vocab_size = 256;               // the tokenizer's, padded (--make-vocab-size-divisible-by)
   int64_t hidden_size = 64;               // --hidden-size
   int64_t ffn_hidden_size = 0;            // --ffn-hidden-size (0: 4 * hidden_size)
   int64_t num_layers = 2;                 // --num-layers
@@ -27,6 +29,13 @@ struct LlamaConfig {
   void validate() const;
   // Training FLOPs per token (forward + backward = 3x forward matmuls, plus attention).
   double flops_per_token(int64_t seq_length) const;
+
+  std::string model_type() const override { return "llama"; }
+  // num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups,
+  // kv_channels, qk_layernorm, max_position_embeddings, rotary_base, norm_epsilon,
+  // padded_vocab_size, untie_embeddings_and_output_weights.
+  nlohmann::json to_args() const override;
+  std::string to_flags() const override;
 };
 
 // Equal when both describe the same model: the 0 defaults are compared resolved (an explicit

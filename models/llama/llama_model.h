@@ -1,7 +1,7 @@
 // A Llama-style decoder whose math matches Hugging Face's LlamaForCausalLM (with
 // qk_layernorm: Qwen3ForCausalLM), with HF's module names (embed_tokens,
 // layers.N.{self_attn{,.q_norm,.k_norm},mlp,input_layernorm,post_attention_layernorm}, norm,
-// lm_head) so checkpoints map 1:1 (checkpoint/hf_config.h).
+// lm_head) so checkpoints map 1:1 (models/llama/llama_hf.h).
 #pragma once
 
 #include <memory>

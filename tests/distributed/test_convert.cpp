@@ -12,7 +12,7 @@
 #include <torch/torch.h>
 
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/hf_config.h"
+#include "models/llama/llama_hf.h"
 #include "models/llama/llama_model.h"
 #include "tests/support/hf_reference.h"
 #include "tests/support/train_run.h"
@@ -45,7 +45,8 @@ std::string file_bytes(const std::string& path) {
 // megacpp's logits for kTokens with the weights of checkpoint `root` (the model built from the
 // exported config.json, so the config is checked too).
 at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
-  const models::LlamaConfig config = checkpoint::read_hf_config(hf_dir + "/config.json");
+  std::ifstream config_file(hf_dir + "/config.json");
+  const models::LlamaConfig config = models::llama_config_from_hf(nlohmann::json::parse(config_file), hf_dir + "/config.json");
   models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
   const std::string prefix = reader->format() == checkpoint::CheckpointFormat::kTorchDcp ? "model." : "";

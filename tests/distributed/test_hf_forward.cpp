@@ -1,5 +1,5 @@
 // Export to a Hugging Face folder, checked by an independent forward pass: each tiny model is
-// written as config.json (to_hf_config) + safetensors under HF names, read by
+// written as config.json (llama_hf_config) + safetensors under HF names, read by
 // tests/reference/hf_forward.py (NumPy, transformers' Llama / Qwen3 math), and its logits must
 // match megacpp's on the same tokens. The Qwen3 model is also sharded over 2 ranks (FSDP2) and
 // exported from its gathered parameters, through a multi-file checkpoint with an index.
@@ -11,7 +11,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "checkpoint/hf_config.h"
+#include "models/llama/llama_hf.h"
 #include "checkpoint/safetensors.h"
 #include "models/llama/llama_model.h"
 #include "parallel/device_mesh.h"
@@ -53,12 +53,12 @@ at::Tensor token_ids() {
 // config.json + safetensors (fp32, HF names); several shards + index when max_shard_bytes is small.
 void write_hf_folder(const std::string& dir, const LlamaConfig& config,
                      const std::map<std::string, at::Tensor>& full_params, uint64_t max_shard_bytes) {
-  std::ofstream(dir + "/config.json") << checkpoint::to_hf_config(config, "float32").dump(2) << "\n";
+  std::ofstream(dir + "/config.json") << models::llama_hf_config(config, "float32").dump(2) << "\n";
   std::vector<std::pair<std::string, checkpoint::TensorView>> views;
   for (auto& [fqn, tensor] : full_params) {
     const at::Tensor& t = tensor;  // gathered/plain fp32, contiguous, alive in full_params
     EXPECT_TRUE(t.is_contiguous() && t.scalar_type() == torch::kFloat) << fqn;
-    views.push_back({checkpoint::to_hf_name(fqn),
+    views.push_back({models::llama_hf_name(fqn),
                      checkpoint::TensorView{"F32", t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
                                             static_cast<std::size_t>(t.nbytes())}});
   }

@@ -10,8 +10,9 @@
 
 namespace megacpp::testing {
 
-at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab) {
-  std::string command = reference_script("hf_forward.py") + " " + hf_dir;
+at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
+                               const std::string& script) {
+  std::string command = reference_script(script) + " " + hf_dir;
   for (const auto& row : tokens) {
     command += " --tokens ";
     for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);

@@ -10,6 +10,9 @@
 namespace megacpp::testing {
 
 // Logits [batch, seq, vocab] of the model in `hf_dir` for `tokens` (batch rows of equal length).
-at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab);
+// `script` is the reference that computes them (tests/reference/: hf_forward.py for Llama / Qwen3,
+// gpt2_forward.py for GPT-2).
+at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
+                               const std::string& script = "hf_forward.py");
 
 }  // namespace megacpp::testing

@@ -12,9 +12,11 @@
 
 namespace megacpp::testing {
 
-TrainRun train(int ranks, const std::string& flags) {
+TrainRun train(int ranks, const std::string& flags) { return train_with(MEGACPP_TRAIN_BINARY, ranks, flags); }
+
+TrainRun train_with(const std::string& program, int ranks, const std::string& flags) {
   const std::string command = std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
-                              " --master-port 0 " + MEGACPP_TRAIN_BINARY + " " + flags;
+                              " --master-port 0 " + program + " " + flags;
   TrainRun run;
   run.result = run_command(command);
   const std::string& out = run.result.output;

@@ -23,6 +23,9 @@ struct TrainRun {
 
 // `megacpp-run --nproc-per-node RANKS --master-port 0 megacpp-train FLAGS`.
 TrainRun train(int ranks, const std::string& flags);
+// The same with another training program (one built on megacpp's train_main, or an installed
+// megacpp-train).
+TrainRun train_with(const std::string& program, int ranks, const std::string& flags);
 
 // Same iteration losses and validation losses, each within `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);

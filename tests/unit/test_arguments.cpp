@@ -4,6 +4,8 @@
 
 #include "megacpp/arguments.h"
 #include "megacpp/training/lr_schedule.h"
+#include "models/llama/llama_config.h"
+#include "models/registry.h"
 
 namespace megacpp {
 namespace {
@@ -14,6 +16,9 @@ TrainingArguments parse(std::vector<std::string> flags) {
   return parse_arguments(static_cast<int>(argv.size()), argv.data());
 }
 
+// The built-in family's config (--model-type llama, the default).
+const models::LlamaConfig& llama(const TrainingArguments& a) { return dynamic_cast<const models::LlamaConfig&>(*a.model); }
+
 std::string error_of(std::vector<std::string> flags) {
   try {
     parse(flags);
@@ -23,16 +28,67 @@ std::string error_of(std::vector<std::string> flags) {
   return "";
 }
 
+// A second family, registered by this test binary as a user's executable registers its own.
+struct ToyConfig : models::ModelConfig {
+  int64_t layers = 0, width = 0;
+  std::string model_type() const override { return "toy"; }
+  nlohmann::json to_args() const override { return {{"num_layers", layers}, {"toy_width", width}}; }
+  std::string to_flags() const override { return "--num-layers " + std::to_string(layers); }
+};
+
+class ToyFamily : public models::ModelFamily {
+ public:
+  std::string name() const override { return "toy"; }
+  std::vector<models::ModelFlag> flags() const override {
+    return {{"num-layers", "layers", "3"}, {"toy-width", "width of the toy", "8"}};
+  }
+  std::shared_ptr<const models::ModelConfig> config_from_flags(const models::ModelFlagValues& flags,
+                                                               const models::ModelContext&) const override {
+    auto c = std::make_shared<ToyConfig>();
+    c->layers = flags.integer("num-layers");
+    c->width = flags.integer("toy-width");
+    return c;
+  }
+  std::shared_ptr<const models::ModelConfig> config_from_args(const nlohmann::json&, const std::string&) const override {
+    throw std::logic_error("not used");
+  }
+  std::shared_ptr<models::LanguageModel> build(const models::ModelConfig&, const at::TensorOptions&) const override {
+    throw std::logic_error("not used");
+  }
+};
+MEGACPP_REGISTER_MODEL_FAMILY(ToyFamily);
+
+TEST(Arguments, ModelFlagsBelongToTheirFamily) {
+  auto toy = parse({"--mock-data", "--model-type", "toy", "--toy-width", "5"});
+  EXPECT_EQ(dynamic_cast<const ToyConfig&>(*toy.model).width, 5);
+  EXPECT_EQ(dynamic_cast<const ToyConfig&>(*toy.model).layers, 3) << "the family's own default";
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--qk-layernorm", "--rotary-base", "5"})
+                .find("--model-type toy does not read --qk-layernorm (read by --model-type llama), --rotary-base (read by "
+                      "--model-type llama)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--toy-width", "5"}).find("--model-type llama does not read --toy-width (read by --model-type toy)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--toy-width", "x"}).find("--toy-width: 'x' is not a valid integer"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "nope"}).find("--model-type 'nope' is not registered (known: llama"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-library", "/nonexistent/lib.so"}).find("--model-library /nonexistent/lib.so: no such file"),
+            std::string::npos);
+  // The Llama family reads every model flag megacpp-train shows today, with its defaults.
+  EXPECT_EQ(llama(parse({"--mock-data"})).num_layers, 2);
+  EXPECT_EQ(llama(parse({"--mock-data"})).rotary_base, 10000.0);
+}
+
 TEST(Arguments, ParsesMegatronFlags) {
   auto a = parse({"--mock-data", "--num-layers", "3", "--hidden-size", "48", "--num-attention-heads", "6",
                   "--num-query-groups", "2", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "8",
                   "--lr", "3e-4", "--lr-decay-style", "linear", "--untie-embeddings-and-output-weights",
                   "--use-torch-fsdp2", "--init-model-with-meta-device", "--bf16"});
-  EXPECT_EQ(a.model.num_layers, 3);
-  EXPECT_EQ(a.model.head_dim(), 8);
-  EXPECT_EQ(a.model.kv_heads(), 2);
-  EXPECT_EQ(a.model.max_position_embeddings, 32);
-  EXPECT_FALSE(a.model.tie_embeddings);
+  EXPECT_EQ(llama(a).num_layers, 3);
+  EXPECT_EQ(llama(a).head_dim(), 8);
+  EXPECT_EQ(llama(a).kv_heads(), 2);
+  EXPECT_EQ(llama(a).max_position_embeddings, 32);
+  EXPECT_FALSE(llama(a).tie_embeddings);
   EXPECT_DOUBLE_EQ(a.lr, 3e-4);
   EXPECT_TRUE(a.bf16 && a.use_torch_fsdp2 && a.init_model_with_meta_device);
   EXPECT_EQ(gradient_accumulation_steps(a, 2), 2);
@@ -72,10 +128,10 @@ TEST(Arguments, DataTokenizerAndEvaluationFlags) {
   // The model's vocabulary is the tokenizer's, padded as Megatron pads it.
   EXPECT_EQ(a.tokenizer.type, "ByteLevelTokenizer");
   EXPECT_EQ(a.tokenizer_vocab_size, 257);
-  EXPECT_EQ(a.model.vocab_size, 384);
+  EXPECT_EQ(llama(a).vocab_size, 384);
   auto null = parse({"--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "1000", "--make-vocab-size-divisible-by", "64"});
   EXPECT_EQ(null.tokenizer_vocab_size, 1001);
-  EXPECT_EQ(null.model.vocab_size, 1024);
+  EXPECT_EQ(llama(null).vocab_size, 1024);
   EXPECT_EQ(parse({"--data-path=x"}).data_path, std::vector<std::string>{"x"});
 }
 
@@ -93,10 +149,10 @@ TEST(Arguments, RefusesBadDataFlagsByName) {
 TEST(Arguments, Qwen3ShapeFlags) {
   auto a = parse({"--mock-data", "--hidden-size", "30", "--num-attention-heads", "4", "--kv-channels", "12",
                   "--qk-layernorm"});
-  EXPECT_EQ(a.model.head_dim(), 12);
-  EXPECT_TRUE(a.model.qk_layernorm);
-  EXPECT_FALSE(parse({"--mock-data"}).model.qk_layernorm);
-  EXPECT_EQ(parse({"--mock-data"}).model.head_dim(), 16);
+  EXPECT_EQ(llama(a).head_dim(), 12);
+  EXPECT_TRUE(llama(a).qk_layernorm);
+  EXPECT_FALSE(llama(parse({"--mock-data"})).qk_layernorm);
+  EXPECT_EQ(llama(parse({"--mock-data"})).head_dim(), 16);
   EXPECT_NE(error_of({"--mock-data", "--kv-channels", "-1"}).find("--kv-channels must be >= 0"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--kv-channels", "7"}).find("--kv-channels"), std::string::npos);
 }

@@ -1,14 +1,14 @@
-// config.json <-> LlamaConfig and HF weight names (checkpoint/hf_config.h): round trips, the
+// config.json <-> LlamaConfig and HF weight names (models/llama/llama_hf.h): round trips, the
 // keys transformers reads, and refusals that name the file and the key.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
-#include "checkpoint/hf_config.h"
+#include "models/llama/llama_hf.h"
 #include "models/llama/llama_model.h"
 #include "tests/support/tiny_llama.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::models {
 namespace {
 
 using nlohmann::json;
@@ -17,7 +17,7 @@ models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tie
 
 std::string error_of(const json& config) {
   try {
-    from_hf_config(config, "ckpt/config.json");
+    llama_config_from_hf(config, "ckpt/config.json");
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -28,14 +28,14 @@ TEST(HfConfig, RoundTripsEveryVariant) {
   models::LlamaConfig defaults;  // 0 = resolved defaults (ffn, query groups, head dim)
   defaults.max_position_embeddings = 128;
   for (const auto& c : {defaults, tiny(true, false), tiny(false, false), tiny(true, true), tiny(false, true)}) {
-    json j = to_hf_config(c, "float32");
-    EXPECT_EQ(from_hf_config(j, "config.json"), c) << j.dump();
-    EXPECT_EQ(from_hf_config(json::parse(j.dump()), "config.json"), c);  // through text, as on disk
+    json j = llama_hf_config(c, "float32");
+    EXPECT_EQ(llama_config_from_hf(j, "config.json"), c) << j.dump();
+    EXPECT_EQ(llama_config_from_hf(json::parse(j.dump()), "config.json"), c);  // through text, as on disk
   }
 }
 
 TEST(HfConfig, WritesTheKeysTransformersReads) {
-  json llama = to_hf_config(tiny(false, false), "bfloat16");
+  json llama = llama_hf_config(tiny(false, false), "bfloat16");
   EXPECT_EQ(llama["architectures"], json::array({"LlamaForCausalLM"}));
   EXPECT_EQ(llama["model_type"], "llama");
   EXPECT_EQ(llama["head_dim"], 8);
@@ -46,7 +46,7 @@ TEST(HfConfig, WritesTheKeysTransformersReads) {
   EXPECT_EQ(llama["torch_dtype"], "bfloat16");
   EXPECT_TRUE(llama["rope_scaling"].is_null());
 
-  json qwen3 = to_hf_config(tiny(true, true), "float32");
+  json qwen3 = llama_hf_config(tiny(true, true), "float32");
   EXPECT_EQ(qwen3["architectures"], json::array({"Qwen3ForCausalLM"}));
   EXPECT_EQ(qwen3["model_type"], "qwen3");
   EXPECT_EQ(qwen3["head_dim"], 12);
@@ -55,35 +55,35 @@ TEST(HfConfig, WritesTheKeysTransformersReads) {
 
   models::LlamaConfig defaults;
   defaults.max_position_embeddings = 64;
-  EXPECT_EQ(to_hf_config(defaults, "float32")["intermediate_size"], 4 * defaults.hidden_size);
+  EXPECT_EQ(llama_hf_config(defaults, "float32")["intermediate_size"], 4 * defaults.hidden_size);
 
-  EXPECT_THROW(to_hf_config(tiny(true, false), "float16"), std::invalid_argument);
+  EXPECT_THROW(llama_hf_config(tiny(true, false), "float16"), std::invalid_argument);
   defaults.max_position_embeddings = 0;
-  EXPECT_THROW(to_hf_config(defaults, "float32"), std::invalid_argument);
+  EXPECT_THROW(llama_hf_config(defaults, "float32"), std::invalid_argument);
 }
 
 TEST(HfConfig, AppliesTransformersDefaults) {
-  json j = to_hf_config(tiny(false, true), "float32");
+  json j = llama_hf_config(tiny(false, true), "float32");
   for (auto key : {"head_dim", "num_key_value_heads", "rope_theta", "rms_norm_eps", "tie_word_embeddings"}) j.erase(key);
-  models::LlamaConfig c = from_hf_config(j, "config.json");
+  models::LlamaConfig c = llama_config_from_hf(j, "config.json");
   EXPECT_EQ(c.head_dim(), 128);  // Qwen3Config's default
   EXPECT_EQ(c.kv_heads(), 4);
   EXPECT_EQ(c.rotary_base, 10000.0);
   EXPECT_EQ(c.norm_epsilon, 1e-6);
   EXPECT_FALSE(c.tie_embeddings);
 
-  json llama = to_hf_config(tiny(false, false), "float32");
+  json llama = llama_hf_config(tiny(false, false), "float32");
   llama.erase("head_dim");
-  EXPECT_EQ(from_hf_config(llama, "config.json").head_dim(), 8);
+  EXPECT_EQ(llama_config_from_hf(llama, "config.json").head_dim(), 8);
   // transformers v5 writes rope_parameters instead of rope_theta.
   llama.erase("rope_theta");
   llama["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 250.0}};
-  EXPECT_EQ(from_hf_config(llama, "config.json").rotary_base, 250.0);
+  EXPECT_EQ(llama_config_from_hf(llama, "config.json").rotary_base, 250.0);
 }
 
 TEST(HfConfig, RefusesUnsupportedFeaturesNamingFileAndKey) {
-  const json llama = to_hf_config(tiny(false, false), "float32");
-  const json qwen3 = to_hf_config(tiny(false, true), "float32");
+  const json llama = llama_hf_config(tiny(false, false), "float32");
+  const json qwen3 = llama_hf_config(tiny(false, true), "float32");
   struct Case {
     json base;
     std::string key;
@@ -125,14 +125,14 @@ TEST(HfConfig, MapsEveryParameterNameBothWays) {
   models::LlamaModel model(tiny(false, true), torch::TensorOptions().device(torch::kMeta));
   int count = 0;
   for (auto& item : model.named_parameters()) {
-    const std::string hf = to_hf_name(item.key());
-    EXPECT_EQ(from_hf_name(hf), item.key());
+    const std::string hf = llama_hf_name(item.key());
+    EXPECT_EQ(llama_name_from_hf(hf), item.key());
     EXPECT_EQ(hf == "lm_head.weight" || hf.rfind("model.", 0) == 0, true) << hf;
     ++count;
   }
   EXPECT_EQ(count, 2 + 2 * 11 + 1);  // embed, norm; per layer 2 norms + 4 attn + 2 qk norms + 3 mlp; lm_head
-  EXPECT_EQ(to_hf_name("layers.1.self_attn.k_norm.weight"), "model.layers.1.self_attn.k_norm.weight");
-  EXPECT_EQ(from_hf_name("model.embed_tokens.weight"), "embed_tokens.weight");
+  EXPECT_EQ(llama_hf_name("layers.1.self_attn.k_norm.weight"), "model.layers.1.self_attn.k_norm.weight");
+  EXPECT_EQ(llama_name_from_hf("model.embed_tokens.weight"), "embed_tokens.weight");
 }
 
 TEST(HfConfig, RefusesUnknownWeightNames) {
@@ -140,7 +140,7 @@ TEST(HfConfig, RefusesUnknownWeightNames) {
                     "model.lm_head.weight", "model.layers.01.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.bias",
                     "transformer.wte.weight"}) {
     try {
-      from_hf_name(name);
+      llama_name_from_hf(name);
       ADD_FAILURE() << name;
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Qwen3 model"),
@@ -148,8 +148,8 @@ TEST(HfConfig, RefusesUnknownWeightNames) {
           << e.what();
     }
   }
-  EXPECT_THROW(to_hf_name("model.embed_tokens.weight"), std::invalid_argument);
-  EXPECT_THROW(to_hf_name("layers.0.self_attn.q_proj.bias"), std::invalid_argument);
+  EXPECT_THROW(llama_hf_name("model.embed_tokens.weight"), std::invalid_argument);
+  EXPECT_THROW(llama_hf_name("layers.0.self_attn.q_proj.bias"), std::invalid_argument);
 }
 
 TEST(HfConfig, HeadDimensionMayDifferFromHiddenOverHeads) {
@@ -176,4 +176,4 @@ TEST(HfConfig, HeadDimensionMayDifferFromHiddenOverHeads) {
 }
 
 }  // namespace
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::models

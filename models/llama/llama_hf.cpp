@@ -1,11 +1,11 @@
-#include "checkpoint/hf_config.h"
+#include "models/llama/llama_hf.h"
 
-#include <fstream>
-#include <optional>
+#include "models/config_keys.h"
+
 #include <regex>
 #include <stdexcept>
 
-namespace megacpp::checkpoint {
+namespace megacpp::models {
 namespace {
 
 using nlohmann::json;
@@ -13,52 +13,9 @@ using nlohmann::json;
 const char* const kLlama = "LlamaForCausalLM";
 const char* const kQwen3 = "Qwen3ForCausalLM";
 
-// Reads the keys of one config.json; every error names the file and the key.
-class Keys {
- public:
-  Keys(const json& j, const std::string& path) : j_(j), path_(path) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw std::invalid_argument(path_ + ": key '" + key + "': " + what);
-  }
-  // Present and not null.
-  const json* get(const std::string& key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  int64_t positive(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
-    const json* v = get(key);
-    if (!v && fallback) return *fallback;
-    if (!v) fail(key, "missing");
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0) fail(key, "expected a positive integer, got " + v->dump());
-    return v->get<int64_t>();
-  }
-  double number(const std::string& key, double fallback) const {
-    const json* v = get(key);
-    if (!v) return fallback;
-    if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
-    return v->get<double>();
-  }
-  bool flag(const std::string& key, bool fallback) const {
-    const json* v = get(key);
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
-    return v->get<bool>();
-  }
-  // The key must be absent, null or `allowed` (a feature megacpp does not implement).
-  void refuse_unless(const std::string& key, const json& allowed, const std::string& why) const {
-    const json* v = get(key);
-    if (v && *v != allowed) fail(key, v->dump() + " is not supported: " + why);
-  }
-
- private:
-  const json& j_;
-  const std::string& path_;
-};
-
 // transformers v5 writes rope_parameters {"rope_type": "default", "rope_theta": T} instead of
 // rope_theta; only default RoPE computes what RotaryEmbedding does.
-double rope_theta(const Keys& keys) {
+double rope_theta(const ConfigKeys& keys) {
   const json* params = keys.get("rope_parameters");
   if (!params) return keys.number("rope_theta", 10000.0);
   if (!params->is_object()) keys.fail("rope_parameters", "expected an object, got " + params->dump());
@@ -74,7 +31,7 @@ double rope_theta(const Keys& keys) {
   return theta;
 }
 
-void refuse_unsupported(const Keys& keys) {
+void refuse_unsupported(const ConfigKeys& keys) {
   keys.refuse_unless("rope_scaling", json(), "only default RoPE (no scaling) is implemented");
   keys.refuse_unless("partial_rotary_factor", 1.0, "rotary embeddings cover the whole head");
   keys.refuse_unless("hidden_act", "silu", "the MLP is SwiGLU with silu");
@@ -105,7 +62,7 @@ const std::regex& weight_name_pattern() {
 
 }  // namespace
 
-nlohmann::json to_hf_config(const models::LlamaConfig& c, const std::string& torch_dtype) {
+nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dtype) {
   if (torch_dtype != "float32" && torch_dtype != "bfloat16") {
     throw std::invalid_argument("torch_dtype '" + torch_dtype + "': expected float32 or bfloat16");
   }
@@ -145,9 +102,9 @@ nlohmann::json to_hf_config(const models::LlamaConfig& c, const std::string& tor
   return j;
 }
 
-models::LlamaConfig from_hf_config(const nlohmann::json& j, const std::string& path) {
+LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
-  const Keys keys(j, path);
+  const ConfigKeys keys(j, path);
   const json* type = keys.get("model_type");
   if (!type || (*type != "llama" && *type != "qwen3")) {
     keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads \"llama\" and \"qwen3\"");
@@ -161,7 +118,7 @@ models::LlamaConfig from_hf_config(const nlohmann::json& j, const std::string& p
   }
   refuse_unsupported(keys);
 
-  models::LlamaConfig c;
+  LlamaConfig c;
   c.qk_layernorm = qwen3;
   c.hidden_size = keys.positive("hidden_size");
   c.ffn_hidden_size = keys.positive("intermediate_size");
@@ -183,26 +140,14 @@ models::LlamaConfig from_hf_config(const nlohmann::json& j, const std::string& p
   return c;
 }
 
-models::LlamaConfig read_hf_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
-  }
-  return from_hf_config(j, path);
-}
-
-std::string to_hf_name(const std::string& fqn) {
+std::string llama_hf_name(const std::string& fqn) {
   if (!std::regex_match(fqn, weight_name_pattern())) {
     unknown_name(fqn, "embed_tokens.weight, norm.weight, lm_head.weight or layers.N.<module>.weight");
   }
   return fqn == "lm_head.weight" ? fqn : "model." + fqn;
 }
 
-std::string from_hf_name(const std::string& hf_name) {
+std::string llama_name_from_hf(const std::string& hf_name) {
   if (hf_name == "lm_head.weight") return hf_name;
   const std::string prefix = "model.";
   const std::string fqn = hf_name.rfind(prefix, 0) == 0 ? hf_name.substr(prefix.size()) : "";
@@ -213,4 +158,4 @@ std::string from_hf_name(const std::string& hf_name) {
   return fqn;
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::models

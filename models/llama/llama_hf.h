@@ -10,26 +10,24 @@
 
 #include "models/llama/llama_config.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::models {
 
 // config.json for `config` with torch_dtype "float32" or "bfloat16" (the dtype of the saved
 // weights). Throws std::invalid_argument for another dtype, an invalid config, or
 // max_position_embeddings <= 0 (HF needs a number). bos_token_id / eos_token_id are the
 // caller's to add when it knows them.
-nlohmann::json to_hf_config(const models::LlamaConfig& config, const std::string& torch_dtype);
+nlohmann::json llama_hf_config(const LlamaConfig& config, const std::string& torch_dtype);
 
 // The LlamaConfig a config.json describes, with transformers' defaults for absent optional
 // keys. Refuses, naming `path_for_errors` and the key, what the model cannot compute the same
 // way: another architecture or model_type, rope_scaling / rope_parameters other than default
 // RoPE, partial rotary, attention_bias, mlp_bias, hidden_act other than silu, sliding-window
 // attention, attention_dropout, or a shape megacpp cannot build. Throws std::invalid_argument.
-models::LlamaConfig from_hf_config(const nlohmann::json& config, const std::string& path_for_errors);
-// Reads and converts the file at `path` (errors name it).
-models::LlamaConfig read_hf_config(const std::string& path);
+LlamaConfig llama_config_from_hf(const nlohmann::json& config, const std::string& path_for_errors);
 
 // "embed_tokens.weight" -> "model.embed_tokens.weight"; "lm_head.weight" stays. Both throw
 // std::invalid_argument for a name that is not a weight of a Llama/Qwen3 model.
-std::string to_hf_name(const std::string& fqn);
-std::string from_hf_name(const std::string& hf_name);
+std::string llama_hf_name(const std::string& fqn);
+std::string llama_name_from_hf(const std::string& hf_name);
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::models

@@ -1,0 +1,95 @@
+#include "models/llama/llama_family.h"
+
+#include <stdexcept>
+
+#include "models/config_keys.h"
+#include "models/llama/llama_config.h"
+#include "models/llama/llama_hf.h"
+#include "models/llama/llama_model.h"
+#include "models/registry.h"
+
+namespace megacpp::models {
+
+MEGACPP_REGISTER_MODEL_FAMILY(LlamaFamily);
+
+std::vector<ModelFlag> LlamaFamily::flags() const {
+  return {
+      {"num-layers", "transformer layers", "2"},
+      {"hidden-size", "hidden size", "64"},
+      {"ffn-hidden-size", "MLP hidden size (default 4 x hidden)", "0"},
+      {"num-attention-heads", "attention heads", "4"},
+      {"num-query-groups", "key/value heads for grouped-query attention (default: heads)", "0"},
+      {"kv-channels", "head dimension (default: hidden / heads)", "0"},
+      {"qk-layernorm", "RMSNorm on each query and key head before rotary (Qwen3)", "", true},
+      {"max-position-embeddings", "maximum sequence length (default: seq length)", "0"},
+      {"norm-epsilon", "RMSNorm epsilon", "1e-5"},
+      {"rotary-base", "rotary embedding base", "10000"},
+      {"untie-embeddings-and-output-weights", "separate output layer weights", "", true},
+  };
+}
+
+std::shared_ptr<const ModelConfig> LlamaFamily::config_from_flags(const ModelFlagValues& flags,
+                                                                  const ModelContext& context) const {
+  auto c = std::make_shared<LlamaConfig>();
+  c->vocab_size = context.vocab_size;
+  c->num_layers = flags.integer("num-layers");
+  c->hidden_size = flags.integer("hidden-size");
+  c->ffn_hidden_size = flags.integer("ffn-hidden-size");
+  c->num_attention_heads = flags.integer("num-attention-heads");
+  c->num_query_groups = flags.integer("num-query-groups");
+  c->kv_channels = flags.integer("kv-channels");
+  c->qk_layernorm = flags.enabled("qk-layernorm");
+  c->max_position_embeddings = flags.integer("max-position-embeddings");
+  if (c->max_position_embeddings == 0) c->max_position_embeddings = context.seq_length;
+  c->norm_epsilon = flags.number("norm-epsilon");
+  c->rotary_base = flags.number("rotary-base");
+  c->tie_embeddings = !flags.enabled("untie-embeddings-and-output-weights");
+  c->validate();
+  if (c->max_position_embeddings < context.seq_length) {
+    throw std::invalid_argument("--max-position-embeddings (" + std::to_string(c->max_position_embeddings) +
+                                ") must be >= --seq-length (" + std::to_string(context.seq_length) + ")");
+  }
+  return c;
+}
+
+std::shared_ptr<const ModelConfig> LlamaFamily::config_from_args(const nlohmann::json& args,
+                                                                 const std::string& where) const {
+  const ConfigKeys keys(args, where + " args");
+  auto c = std::make_shared<LlamaConfig>();
+  c->num_layers = keys.positive("num_layers");
+  c->hidden_size = keys.positive("hidden_size");
+  c->ffn_hidden_size = keys.positive("ffn_hidden_size");
+  c->num_attention_heads = keys.positive("num_attention_heads");
+  c->num_query_groups = keys.positive("num_query_groups");
+  c->kv_channels = keys.positive("kv_channels");
+  c->qk_layernorm = keys.flag("qk_layernorm");
+  c->max_position_embeddings = keys.positive("max_position_embeddings");
+  c->rotary_base = keys.number("rotary_base");
+  c->norm_epsilon = keys.number("norm_epsilon");
+  c->vocab_size = keys.positive("padded_vocab_size");
+  c->tie_embeddings = !keys.flag("untie_embeddings_and_output_weights");
+  c->validate();
+  return c;
+}
+
+std::shared_ptr<LanguageModel> LlamaFamily::build(const ModelConfig& config, const at::TensorOptions& options) const {
+  return std::make_shared<LlamaModel>(config_as<LlamaConfig>(config), options);
+}
+
+nlohmann::json LlamaFamily::to_hf_config(const ModelConfig& config, const std::string& torch_dtype) const {
+  return llama_hf_config(config_as<LlamaConfig>(config), torch_dtype);
+}
+
+std::shared_ptr<const ModelConfig> LlamaFamily::from_hf_config(const nlohmann::json& config, const std::string& path) const {
+  return std::make_shared<LlamaConfig>(llama_config_from_hf(config, path));
+}
+
+HfTensorName LlamaFamily::to_hf_tensor(const ModelConfig&, const std::string& fqn) const { return {llama_hf_name(fqn)}; }
+
+std::optional<std::string> LlamaFamily::from_hf_tensor(const ModelConfig& config, const std::string& hf_name) const {
+  // Tied models may still carry lm_head.weight (a copy of the embedding): nothing to keep.
+  if (hf_name == "lm_head.weight" && config_as<LlamaConfig>(config).tie_embeddings) return std::nullopt;
+  return llama_name_from_hf(hf_name);
+}
+
+}  // namespace megacpp::models

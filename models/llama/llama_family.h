@@ -1,0 +1,25 @@
+// The "llama" model family: Llama- and Qwen3-style decoders (Note [Model families]).
+#pragma once
+
+#include "models/model_family.h"
+
+namespace megacpp::models {
+
+class LlamaFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "llama"; }
+  std::vector<ModelFlag> flags() const override;
+  std::shared_ptr<const ModelConfig> config_from_flags(const ModelFlagValues& flags,
+                                                       const ModelContext& context) const override;
+  std::shared_ptr<const ModelConfig> config_from_args(const nlohmann::json& args, const std::string& where) const override;
+  std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const override;
+
+  // LlamaForCausalLM ("llama") and, with --qk-layernorm, Qwen3ForCausalLM ("qwen3").
+  std::vector<std::string> hf_model_types() const override { return {"llama", "qwen3"}; }
+  nlohmann::json to_hf_config(const ModelConfig& config, const std::string& torch_dtype) const override;
+  std::shared_ptr<const ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& path) const override;
+  HfTensorName to_hf_tensor(const ModelConfig& config, const std::string& fqn) const override;
+  std::optional<std::string> from_hf_tensor(const ModelConfig& config, const std::string& hf_name) const override;
+};
+
+}  // namespace megacpp::models
