@@ -1,0 +1,19 @@
+# `cmake --install build --prefix P`: the programs, libmegacpp, its headers and a CMake package,
+# so that a project outside the tree does find_package(megacpp) and links megacpp::megacpp
+# (examples/custom_model, docs/custom_models.md).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS megacpp megacpp_io EXPORT megacppTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(folder megacpp models parallel checkpoint)
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/${folder} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    FILES_MATCHING PATTERN "*.h" PATTERN "pch.h" EXCLUDE)
+endforeach()
+install(EXPORT megacppTargets NAMESPACE megacpp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/megacpp)
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/megacppConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/megacppConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/megacpp)
+install(FILES ${CMAKE_BINARY_DIR}/megacppConfig.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/megacpp)
