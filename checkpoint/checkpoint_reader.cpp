@@ -18,22 +18,16 @@ std::optional<CheckpointReader> CheckpointReader::open(const std::string& root, 
 }
 
 CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration)
-    : format_(detect_format(dir)), iteration_(iteration), dcp_(dir) {
-  if (format_ == CheckpointFormat::kTorchDist) {
-    const std::string path = (fs::path(dir) / "common.pt").string();
-    common_ = torch_load(read_whole_file(path), path);
-    if (common_->kind() != PyValue::Kind::kDict) throw std::runtime_error(path + ": expected a dict, found " + common_->repr());
-  }
-}
+    : format_(CheckpointFormat::of_directory(dir)), iteration_(iteration), dcp_(dir), common_(format_.read_common(dir)) {}
 
 bool CheckpointReader::has_object(const std::string& key) const {
   if (common_) return common_->find(key) != nullptr;
   return dcp_.has(key) && !dcp_.metadata().entry(key).is_tensor;
 }
 
-PyValue CheckpointReader::object(const std::string& key) const {
+serialization::PyValue CheckpointReader::object(const std::string& key) const {
   if (common_) {
-    if (const PyValue* v = common_->find(key)) return *v;
+    if (const serialization::PyValue* v = common_->find(key)) return *v;
     throw std::runtime_error((fs::path(dir()) / "common.pt").string() + ": no key '" + key + "'");
   }
   return dcp_.read_object(key);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/checkpoint_format.h"
 #include "checkpoint/dcp_io.h"
 #include "checkpoint/layout.h"
 
@@ -27,13 +28,13 @@ class CheckpointReader {
 
   // Non-sharded state: common.pt's entries for torch_dist, DCP objects for torch_dcp.
   bool has_object(const std::string& key) const;
-  PyValue object(const std::string& key) const;
+  serialization::PyValue object(const std::string& key) const;
 
  private:
   CheckpointFormat format_;
   int64_t iteration_;
   DcpReader dcp_;
-  std::optional<PyValue> common_;  // torch_dist's common.pt
+  std::optional<serialization::PyValue> common_;  // torch_dist's common.pt
 };
 
 }  // namespace megacpp::checkpoint

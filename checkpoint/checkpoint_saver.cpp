@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <nlohmann/json.hpp>
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
@@ -24,23 +23,10 @@ void test_delay() {
   }
 }
 
-// Megatron's metadata.json for a torch_dist checkpoint.
-std::string torch_dist_metadata_json() {
-  nlohmann::json j = {{"sharded_backend", "torch_dist"},
-                      {"sharded_backend_version", 1},
-                      {"common_backend", "torch"},
-                      {"common_backend_version", 1}};
-  return j.dump();
-}
-
 }  // namespace
 
-void SaveJob::add_unsharded(const std::string& key, PyValue value) {
-  if (format == CheckpointFormat::kTorchDist) {
-    common.emplace_back(key, std::move(value));
-  } else {
-    items.add_flattened({key}, value);
-  }
+void SaveJob::add_unsharded(const std::string& key, serialization::PyValue value) {
+  format.add_unsharded(*this, key, std::move(value));
 }
 
 CheckpointSaver::CheckpointSaver(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size)
@@ -125,12 +111,7 @@ void CheckpointSaver::collect_and_publish(const SaveJob& job, const std::string&
 
 void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const DcpMetadata& index) {
   write_metadata_file(tmp_dir, index);
-  if (job.format == CheckpointFormat::kTorchDist) {
-    std::vector<std::pair<PyValue, PyValue>> common;
-    for (const auto& [key, value] : job.common) common.emplace_back(PyValue::string(key), value);
-    write_file_atomically((fs::path(tmp_dir) / "common.pt").string(), torch_save(PyValue::dict(std::move(common))));
-    write_file_atomically((fs::path(tmp_dir) / "metadata.json").string(), torch_dist_metadata_json());
-  }
+  job.format.write_index_files(job, tmp_dir);
   const std::string final_dir = checkpoint_dir(job.root, job.iteration);
   if (fs::exists(final_dir)) {  // saving an iteration again: replace the old copy
     const std::string old = final_dir + ".old";
@@ -142,7 +123,7 @@ void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const Dc
     fs::rename(tmp_dir, final_dir);
   }
   write_tracker(job.root, job.iteration);
-  spdlog::info("saved checkpoint at iteration {} to {} ({})", job.iteration, final_dir, format_name(job.format));
+  spdlog::info("saved checkpoint at iteration {} to {} ({})", job.iteration, final_dir, job.format.name());
 }
 
 }  // namespace megacpp::checkpoint

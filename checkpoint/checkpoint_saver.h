@@ -16,6 +16,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include "checkpoint/checkpoint_format.h"
 #include "checkpoint/dcp_io.h"
 #include "checkpoint/layout.h"
 
@@ -28,14 +29,14 @@ namespace megacpp::checkpoint {
 struct SaveJob {
   std::string root;  // --save
   int64_t iteration = 0;
-  CheckpointFormat format = CheckpointFormat::kTorchDcp;
+  CheckpointFormat format = CheckpointFormat::torch_dcp();
   RankItems items;  // this rank's part of the sharded state
   // torch_dist only: the non-sharded state rank 0 writes to common.pt.
-  std::vector<std::pair<std::string, PyValue>> common;
+  std::vector<std::pair<std::string, serialization::PyValue>> common;
 
   // Non-sharded state (the coordinator's): common.pt for torch_dist; for torch_dcp DCP items,
   // a dict split into one item per leaf as PyTorch's dcp.save splits it.
-  void add_unsharded(const std::string& key, PyValue value);
+  void add_unsharded(const std::string& key, serialization::PyValue value);
 };
 
 // The last step of every save, by one process: writes the index of the rank files in

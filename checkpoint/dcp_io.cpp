@@ -21,11 +21,11 @@ namespace {
 std::string rank_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
 // DCP's _is_terminal: a list is a leaf unless it holds a tensor, a dict or a non-leaf list.
-bool is_leaf(const PyValue& value) {
-  if (value.kind() == PyValue::Kind::kDict) return false;
-  if (value.kind() != PyValue::Kind::kList) return true;
+bool is_leaf(const serialization::PyValue& value) {
+  if (value.kind() == serialization::PyValue::Kind::kDict) return false;
+  if (value.kind() != serialization::PyValue::Kind::kList) return true;
   for (const auto& item : value.items()) {
-    if (item.kind() == PyValue::Kind::kTensor || !is_leaf(item)) return false;
+    if (item.kind() == serialization::PyValue::Kind::kTensor || !is_leaf(item)) return false;
   }
   return true;
 }
@@ -38,20 +38,20 @@ void RankItems::add_block(const StatePath& path, std::vector<int64_t> global_sha
   tensors.push_back({key, std::move(global_shape), std::move(offsets), std::move(local)});
 }
 
-void RankItems::add_flattened(const StatePath& path, const PyValue& value) {
+void RankItems::add_flattened(const StatePath& path, const serialization::PyValue& value) {
   auto child = [&](std::string part) {
     StatePath longer = path;
     longer.push_back(std::move(part));
     return longer;
   };
-  if (value.kind() == PyValue::Kind::kDict) {
+  if (value.kind() == serialization::PyValue::Kind::kDict) {
     for (const auto& [name, item] : value.dict_items()) {
-      add_flattened(child(name.kind() == PyValue::Kind::kString ? name.as_string() : name.repr()), item);
+      add_flattened(child(name.kind() == serialization::PyValue::Kind::kString ? name.as_string() : name.repr()), item);
     }
   } else if (!is_leaf(value)) {
     // DCP would walk into it with integer path parts, which StatePath does not hold.
     throw std::invalid_argument("checkpoint item '" + flat_key(path) + "': a list holding tensors or dicts cannot be saved");
-  } else if (value.kind() == PyValue::Kind::kTensor) {
+  } else if (value.kind() == serialization::PyValue::Kind::kTensor) {
     at::Tensor whole = from_raw(value.tensor());
     add_block(path, whole.sizes().vec(), std::vector<int64_t>(static_cast<size_t>(whole.dim()), 0), whole);
   } else {
@@ -69,7 +69,7 @@ RankItems RankItems::snapshot() const {
 
 DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& items) {
   const std::string name = rank_file_name(rank);
-  AtomicFile file((fs::path(dir) / name).string());
+  serialization::AtomicFile file((fs::path(dir) / name).string());
   DcpMetadata written;
   int64_t offset = 0;
   auto append = [&](const std::string& bytes) {
@@ -78,11 +78,11 @@ DcpMetadata write_rank_file(const std::string& dir, int rank, const RankItems& i
     offset += storage.length;
     return storage;
   };
-  for (const auto& [key, value] : items.objects) written.add_bytes(key, append(torch_save(value)));
+  for (const auto& [key, value] : items.objects) written.add_bytes(key, append(serialization::torch_save(value)));
   for (const auto& t : items.tensors) {
-    const RawTensor raw = to_raw(t.local);
+    const serialization::RawTensor raw = to_raw(t.local);
     DcpChunk chunk{t.offsets, raw.sizes, {}};
-    chunk.storage = append(torch_save(PyValue::tensor(std::make_shared<RawTensor>(raw))));
+    chunk.storage = append(serialization::torch_save(serialization::PyValue::tensor(std::make_shared<serialization::RawTensor>(raw))));
     written.add_tensor_chunk(t.key, raw.dtype, t.global_shape, std::move(chunk));
   }
   for (const auto& [key, path] : items.planner_paths) written.set_planner_path(key, path);
@@ -103,7 +103,7 @@ void merge_metadata(DcpMetadata& into, const DcpMetadata& part) {
 }
 
 void write_metadata_file(const std::string& dir, const DcpMetadata& metadata) {
-  write_file_atomically((fs::path(dir) / ".metadata").string(), metadata.serialize());
+  serialization::write_file_atomically((fs::path(dir) / ".metadata").string(), metadata.serialize());
 }
 
 DcpReader::DcpReader(std::string dir) : dir_(std::move(dir)) {
@@ -155,13 +155,13 @@ void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& o
   const DcpEntry& entry = find(key, /*tensor=*/true);
   const std::vector<int64_t> block = dest.sizes().vec();
   if (block.size() != entry.size.size() || offsets.size() != entry.size.size()) {
-    throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_string(entry.size) + " in the checkpoint, the model wants a block " +
-                             shape_string(block) + " of a tensor with " + std::to_string(offsets.size()) + " dimensions");
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + serialization::shape_string(entry.size) + " in the checkpoint, the model wants a block " +
+                             serialization::shape_string(block) + " of a tensor with " + std::to_string(offsets.size()) + " dimensions");
   }
   for (size_t d = 0; d < block.size(); ++d) {
     if (offsets[d] < 0 || offsets[d] + block[d] > entry.size[d]) {
-      throw std::runtime_error(where + ": key '" + key + "' has shape " + shape_string(entry.size) + " in the checkpoint, which does not hold the block " +
-                               shape_string(block) + " at " + shape_string(offsets) + " the model needs");
+      throw std::runtime_error(where + ": key '" + key + "' has shape " + serialization::shape_string(entry.size) + " in the checkpoint, which does not hold the block " +
+                               serialization::shape_string(block) + " at " + serialization::shape_string(offsets) + " the model needs");
     }
   }
   int64_t covered = 0;  // elements of the block filled, to find holes
@@ -178,13 +178,13 @@ void DcpReader::read_block(const std::string& key, const std::vector<int64_t>& o
     if (empty && !block.empty()) continue;
     const std::string file = (fs::path(dir_) / chunk.storage.relative_path).string();
     const std::string what = file + ", key '" + key + "'";
-    const PyValue loaded = torch_load(read_record(key, chunk.storage), what);
-    if (loaded.kind() != PyValue::Kind::kTensor) throw std::runtime_error(what + ": the record is not a tensor");
-    const RawTensor& raw = loaded.tensor();
+    const serialization::PyValue loaded = serialization::torch_load(read_record(key, chunk.storage), what);
+    if (loaded.kind() != serialization::PyValue::Kind::kTensor) throw std::runtime_error(what + ": the record is not a tensor");
+    const serialization::RawTensor& raw = loaded.tensor();
     if (raw.sizes != chunk.sizes || raw.dtype != entry.dtype) {
-      throw std::runtime_error(what + ": the record holds a " + dtype_torch_name(raw.dtype) + " tensor of shape " +
-                               shape_string(raw.sizes) + ", .metadata says " + dtype_torch_name(entry.dtype) + " " +
-                               shape_string(chunk.sizes));
+      throw std::runtime_error(what + ": the record holds a " + serialization::dtype_torch_name(raw.dtype) + " tensor of shape " +
+                               serialization::shape_string(raw.sizes) + ", .metadata says " + serialization::dtype_torch_name(entry.dtype) + " " +
+                               serialization::shape_string(chunk.sizes));
     }
     at::Tensor source = from_raw(raw), target = dest;
     int64_t numel = 1;
@@ -209,10 +209,10 @@ at::Tensor DcpReader::read_tensor(const std::string& key) const {
   return out;
 }
 
-PyValue DcpReader::read_object(const std::string& key) const {
+serialization::PyValue DcpReader::read_object(const std::string& key) const {
   const DcpEntry& entry = find(key, /*tensor=*/false);
   const DcpStorageInfo& storage = entry.chunks.front().storage;
-  return torch_load(read_record(key, storage), (fs::path(dir_) / storage.relative_path).string() + ", key '" + key + "'");
+  return serialization::torch_load(read_record(key, storage), (fs::path(dir_) / storage.relative_path).string() + ", key '" + key + "'");
 }
 
 }  // namespace megacpp::checkpoint

@@ -15,7 +15,7 @@
 
 #include "checkpoint/dcp_metadata.h"
 #include "checkpoint/layout.h"
-#include "checkpoint/pickle.h"
+#include "serialization/pickle.h"
 
 namespace megacpp::checkpoint {
 
@@ -31,7 +31,7 @@ struct TensorBlock {
 // The items one rank writes.
 struct RankItems {
   std::vector<TensorBlock> tensors;
-  std::vector<std::pair<std::string, PyValue>> objects;
+  std::vector<std::pair<std::string, serialization::PyValue>> objects;
   std::map<std::string, StatePath> planner_paths;  // key -> nested state-dict path
 
   // The block [offsets, offsets + local.sizes()) of the tensor at `path`.
@@ -39,7 +39,7 @@ struct RankItems {
   // `value` at `path`, split as DCP's flatten_state_dict splits a nested state dict: a dict
   // is walked into (one item per leaf), a tensor is stored whole, anything else (a list
   // without tensors or dicts included) is an object.
-  void add_flattened(const StatePath& path, const PyValue& value);
+  void add_flattened(const StatePath& path, const serialization::PyValue& value);
 
   // Copies every tensor to contiguous CPU memory, so the items can be written while
   // training goes on (async save).
@@ -70,7 +70,7 @@ class DcpReader {
   void read_block(const std::string& key, const std::vector<int64_t>& offsets, const at::Tensor& dest) const;
   // The whole tensor `key`, or the object stored under `key`.
   at::Tensor read_tensor(const std::string& key) const;
-  PyValue read_object(const std::string& key) const;
+  serialization::PyValue read_object(const std::string& key) const;
 
  private:
   std::string metadata_path() const;

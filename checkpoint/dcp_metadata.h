@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint/torch_save.h"
+#include "serialization/torch_save.h"
 
 namespace megacpp::checkpoint {
 
@@ -38,7 +38,7 @@ struct DcpChunk {
 
 struct DcpEntry {
   bool is_tensor = true;
-  DType dtype = DType::kFloat32;  // tensors only
+  serialization::DType dtype = serialization::DType::kFloat32;  // tensors only
   std::vector<int64_t> size;      // tensors only: the global shape
   std::vector<DcpChunk> chunks;   // tensors: the pieces; bytes: one chunk with empty offsets
 };
@@ -46,7 +46,7 @@ struct DcpEntry {
 class DcpMetadata {
  public:
   // Adds (or extends) tensor `key` of global `size` with one chunk.
-  void add_tensor_chunk(const std::string& key, DType dtype, const std::vector<int64_t>& size, DcpChunk chunk);
+  void add_tensor_chunk(const std::string& key, serialization::DType dtype, const std::vector<int64_t>& size, DcpChunk chunk);
   void add_bytes(const std::string& key, DcpStorageInfo storage);
   // DefaultSavePlanner's record of how a flattened key maps back into the nested state dict
   // (e.g. "model.layers.0.weight" -> ("model", "layers.0.weight")); used by PyTorch's

@@ -13,7 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
 #include "checkpoint/model_args.h"
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 #include "models/registry.h"
 
 namespace megacpp::checkpoint {
@@ -95,22 +95,22 @@ std::string export_hf(const HfExportOptions& options) {
 
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // HF name, values (kept alive while writing)
   for (const auto& [fqn, shape] : expected_parameters(config)) {
-    at::Tensor t = reader->tensors().read_tensor(model_key(reader->format(), fqn));
+    at::Tensor t = reader->tensors().read_tensor(reader->format().model_key(fqn));
     if (t.sizes().vec() != shape) {
-      throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + shape_string(t.sizes().vec()) +
-                               " but the model in args needs " + shape_string(shape));
+      throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
+                               " but the model in args needs " + serialization::shape_string(shape));
     }
     const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
     tensors.emplace_back(hf.name, (hf.transposed ? t.t() : t).to(type).contiguous());
   }
-  std::vector<std::pair<std::string, TensorView>> views;
+  std::vector<std::pair<std::string, serialization::TensorView>> views;
   for (const auto& [name, t] : tensors) {
-    views.emplace_back(name, TensorView{safetensors_dtype(t.scalar_type()), t.sizes().vec(),
+    views.emplace_back(name, serialization::TensorView{safetensors_dtype(t.scalar_type()), t.sizes().vec(),
                                         static_cast<const uint8_t*>(t.data_ptr()), static_cast<size_t>(t.nbytes())});
   }
   fs::create_directories(options.output);
-  const ShardPlan plan = save_safetensors_sharded(options.output, views, options.max_shard_bytes);
-  write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
+  const serialization::ShardPlan plan = serialization::save_safetensors_sharded(options.output, views, options.max_shard_bytes);
+  serialization::write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
   std::ostringstream summary;
   summary << "exported " << tensors.size() << " tensors (" << options.dtype << ", " << plan.filenames.size() << " file"
           << (plan.filenames.size() > 1 ? "s" : "") << ") from " << reader->dir() << " to " << options.output;
@@ -123,7 +123,7 @@ std::string import_hf(const HfImportOptions& options) {
   const models::ModelFamily& family = family_of_hf_config(hf_config, config_path);
   const auto config_ptr = family.from_hf_config(hf_config, config_path);
   const models::ModelConfig& config = *config_ptr;
-  const SafetensorsCheckpoint weights = SafetensorsCheckpoint::open(options.input);
+  const serialization::SafetensorsCheckpoint weights = serialization::SafetensorsCheckpoint::open(options.input);
 
   if (read_tracker(options.save)) {
     throw std::runtime_error("--save " + options.save + " already holds checkpoints (" + tracker_path(options.save) +
@@ -138,24 +138,24 @@ std::string import_hf(const HfImportOptions& options) {
     if (!weights.contains(hf.name)) {
       throw std::runtime_error(options.input + ": no tensor '" + hf.name + "' (the model of " + config_path + " needs it)");
     }
-    const TensorView view = weights.tensor(hf.name);
+    const serialization::TensorView view = weights.tensor(hf.name);
     const std::string what = (fs::path(options.input) / weights.filename_of(hf.name)).string() + ", tensor '" + hf.name + "'";
     const std::vector<int64_t> hf_shape = hf.transposed ? transposed(shape) : shape;
     if (view.shape != hf_shape) {
-      throw std::runtime_error(what + ": shape " + shape_string(view.shape) + ", the model of " + config_path + " needs " +
-                               shape_string(hf_shape));
+      throw std::runtime_error(what + ": shape " + serialization::shape_string(view.shape) + ", the model of " + config_path + " needs " +
+                               serialization::shape_string(hf_shape));
     }
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
     if (hf.transposed) t = t.t().contiguous();
-    job.items.add_block(model_path(options.format, fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
+    job.items.add_block(options.format.model(fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
   }
   // Every tensor of the folder must be one the family knows (it throws for others).
   for (const auto& name : weights.names()) family.from_hf_tensor(config, name);
   nlohmann::json args = config.to_args();
   args["model_type"] = config.model_type();
-  job.add_unsharded("iteration", PyValue::integer(0));
-  job.add_unsharded("checkpoint_version", PyValue::real(kCheckpointVersion));
+  job.add_unsharded("iteration", serialization::PyValue::integer(0));
+  job.add_unsharded("checkpoint_version", serialization::PyValue::real(kCheckpointVersion));
   job.add_unsharded("args", args_namespace(args));
   const std::string tmp = checkpoint_dir(options.save, kReleaseIteration) + ".tmp";
   fs::remove_all(tmp);

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/layout.h"
+#include "checkpoint/checkpoint_format.h"
 
 namespace megacpp::checkpoint {
 
@@ -26,7 +26,7 @@ std::string export_hf(const HfExportOptions& options);
 struct HfImportOptions {
   std::string input;  // the Hugging Face folder
   std::string save;   // checkpoint root to write SAVE/release/ into
-  CheckpointFormat format = CheckpointFormat::kTorchDist;
+  CheckpointFormat format = CheckpointFormat::torch_dist();
 };
 
 // Writes the weights as a release checkpoint (fp32, model only; the tracker says

@@ -7,30 +7,13 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
-
-std::string format_name(CheckpointFormat format) {
-  return format == CheckpointFormat::kTorchDcp ? "torch_dcp" : "torch_dist";
-}
-
-CheckpointFormat parse_format(const std::string& name) {
-  if (name == "torch_dcp") return CheckpointFormat::kTorchDcp;
-  if (name == "torch_dist") return CheckpointFormat::kTorchDist;
-  throw std::invalid_argument("--ckpt-format must be torch_dcp or torch_dist with --use-torch-fsdp2 (got '" + name + "')");
-}
 
 std::string flat_key(const StatePath& path) {
   std::string key;
   for (const auto& part : path) key += (key.empty() ? "" : ".") + part;
   return key;
-}
-
-StatePath model_path(CheckpointFormat format, const std::string& fqn) {
-  if (format == CheckpointFormat::kTorchDcp) return {"model", fqn};
-  return {fqn};
 }
 
 std::string tracker_path(const std::string& root) { return (fs::path(root) / "latest_checkpointed_iteration.txt").string(); }
@@ -58,27 +41,7 @@ std::optional<int64_t> read_tracker(const std::string& root) {
 }
 
 void write_tracker(const std::string& root, int64_t iteration) {
-  write_file_atomically(tracker_path(root), iteration == kReleaseIteration ? "release" : std::to_string(iteration));
-}
-
-CheckpointFormat detect_format(const std::string& dir) {
-  const fs::path json = fs::path(dir) / "metadata.json";
-  if (fs::exists(json)) {
-    nlohmann::json meta;
-    try {
-      meta = nlohmann::json::parse(read_whole_file(json.string()));
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(json.string() + ": not valid JSON (" + e.what() + ")");
-    }
-    const std::string backend = meta.value("sharded_backend", "");
-    if (backend != "torch_dist") {
-      throw std::runtime_error(json.string() + ": sharded_backend is '" + backend + "'; megacpp reads torch_dist only");
-    }
-    return CheckpointFormat::kTorchDist;
-  }
-  if (fs::exists(fs::path(dir) / ".metadata")) return CheckpointFormat::kTorchDcp;
-  if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
-  throw std::runtime_error(dir + " is not a checkpoint: it has neither .metadata (torch_dcp) nor metadata.json (torch_dist)");
+  serialization::write_file_atomically(tracker_path(root), iteration == kReleaseIteration ? "release" : std::to_string(iteration));
 }
 
 std::string read_whole_file(const std::string& path) {

@@ -11,16 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/atomic_file.h"
+#include "serialization/atomic_file.h"
 
 namespace megacpp::checkpoint {
-
-enum class CheckpointFormat { kTorchDcp, kTorchDist };
-
-// "torch_dcp" / "torch_dist".
-std::string format_name(CheckpointFormat format);
-// Throws std::invalid_argument naming --ckpt-format for anything else.
-CheckpointFormat parse_format(const std::string& name);
 
 inline constexpr int64_t kReleaseIteration = -1;  // the "release" checkpoint
 inline constexpr double kCheckpointVersion = 3.0;  // Megatron's checkpoint_version
@@ -31,11 +24,6 @@ inline constexpr double kCheckpointVersion = 3.0;  // Megatron's checkpoint_vers
 using StatePath = std::vector<std::string>;
 std::string flat_key(const StatePath& path);
 
-// Where parameter `fqn` is: {"model", fqn} in torch_dcp (PyTorch's {"model": state_dict}),
-// {fqn} in torch_dist (Megatron's sharded keys).
-StatePath model_path(CheckpointFormat format, const std::string& fqn);
-inline std::string model_key(CheckpointFormat format, const std::string& fqn) { return flat_key(model_path(format, fqn)); }
-
 std::string tracker_path(const std::string& root);
 // SAVE/iter_0000100, or SAVE/release for kReleaseIteration.
 std::string checkpoint_dir(const std::string& root, int64_t iteration);
@@ -45,10 +33,6 @@ std::string checkpoint_dir(const std::string& root, int64_t iteration);
 std::optional<int64_t> read_tracker(const std::string& root);
 // Replaces the tracker atomically (write a temporary file, fsync, rename).
 void write_tracker(const std::string& root, int64_t iteration);
-
-// The format of the checkpoint in `dir`, from its files: metadata.json names torch_dist,
-// a lone .metadata is torch_dcp. Throws naming the directory when it is neither.
-CheckpointFormat detect_format(const std::string& dir);
 
 std::string read_whole_file(const std::string& path);
 

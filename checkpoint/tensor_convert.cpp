@@ -7,48 +7,48 @@
 
 namespace megacpp::checkpoint {
 
-DType to_dtype(at::ScalarType type) {
+serialization::DType to_dtype(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kDouble: return DType::kFloat64;
-    case at::kHalf: return DType::kFloat16;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kLong: return DType::kInt64;
-    case at::kInt: return DType::kInt32;
-    case at::kShort: return DType::kInt16;
-    case at::kChar: return DType::kInt8;
-    case at::kByte: return DType::kUInt8;
-    case at::kBool: return DType::kBool;
+    case at::kFloat: return serialization::DType::kFloat32;
+    case at::kDouble: return serialization::DType::kFloat64;
+    case at::kHalf: return serialization::DType::kFloat16;
+    case at::kBFloat16: return serialization::DType::kBFloat16;
+    case at::kLong: return serialization::DType::kInt64;
+    case at::kInt: return serialization::DType::kInt32;
+    case at::kShort: return serialization::DType::kInt16;
+    case at::kChar: return serialization::DType::kInt8;
+    case at::kByte: return serialization::DType::kUInt8;
+    case at::kBool: return serialization::DType::kBool;
     default: throw std::invalid_argument(std::string("cannot store tensors of type ") + c10::toString(type));
   }
 }
 
-at::ScalarType to_scalar_type(DType dtype) {
+at::ScalarType to_scalar_type(serialization::DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return at::kFloat;
-    case DType::kFloat64: return at::kDouble;
-    case DType::kFloat16: return at::kHalf;
-    case DType::kBFloat16: return at::kBFloat16;
-    case DType::kInt64: return at::kLong;
-    case DType::kInt32: return at::kInt;
-    case DType::kInt16: return at::kShort;
-    case DType::kInt8: return at::kChar;
-    case DType::kUInt8: return at::kByte;
-    case DType::kBool: return at::kBool;
+    case serialization::DType::kFloat32: return at::kFloat;
+    case serialization::DType::kFloat64: return at::kDouble;
+    case serialization::DType::kFloat16: return at::kHalf;
+    case serialization::DType::kBFloat16: return at::kBFloat16;
+    case serialization::DType::kInt64: return at::kLong;
+    case serialization::DType::kInt32: return at::kInt;
+    case serialization::DType::kInt16: return at::kShort;
+    case serialization::DType::kInt8: return at::kChar;
+    case serialization::DType::kUInt8: return at::kByte;
+    case serialization::DType::kBool: return at::kBool;
   }
   throw std::invalid_argument("unknown dtype");
 }
 
-RawTensor to_raw(const at::Tensor& tensor) {
+serialization::RawTensor to_raw(const at::Tensor& tensor) {
   const at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
   std::string bytes(static_cast<size_t>(cpu.numel()) * cpu.element_size(), '\0');
   if (!bytes.empty()) std::memcpy(bytes.data(), cpu.data_ptr(), bytes.size());
-  return RawTensor::contiguous(to_dtype(cpu.scalar_type()), cpu.sizes().vec(), std::move(bytes));
+  return serialization::RawTensor::contiguous(to_dtype(cpu.scalar_type()), cpu.sizes().vec(), std::move(bytes));
 }
 
-at::Tensor from_raw(const RawTensor& raw) {
+at::Tensor from_raw(const serialization::RawTensor& raw) {
   const at::ScalarType type = to_scalar_type(raw.dtype);
-  const size_t element = dtype_size(raw.dtype);
+  const size_t element = serialization::dtype_size(raw.dtype);
   const int64_t storage_numel = raw.storage ? static_cast<int64_t>(raw.storage->size() / element) : 0;
   if (storage_numel == 0) return at::empty(raw.sizes, at::TensorOptions().dtype(type));
   // A read-only view of the stored bytes, copied once by clone().

@@ -4,16 +4,16 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "checkpoint/torch_save.h"
+#include "serialization/torch_save.h"
 
 namespace megacpp::checkpoint {
 
-DType to_dtype(at::ScalarType type);  // throws std::invalid_argument for unstored types
-at::ScalarType to_scalar_type(DType dtype);
+serialization::DType to_dtype(at::ScalarType type);  // throws std::invalid_argument for unstored types
+at::ScalarType to_scalar_type(serialization::DType dtype);
 
 // A contiguous CPU copy of `tensor`'s values.
-RawTensor to_raw(const at::Tensor& tensor);
+serialization::RawTensor to_raw(const at::Tensor& tensor);
 // A CPU tensor with `raw`'s values (strides and storage offset honoured).
-at::Tensor from_raw(const RawTensor& raw);
+at::Tensor from_raw(const serialization::RawTensor& raw);
 
 }  // namespace megacpp::checkpoint

@@ -4,12 +4,12 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS megacpp megacpp_io EXPORT megacppTargets
+install(TARGETS megacpp megacpp_io megacpp_serialization EXPORT megacppTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(folder megacpp models parallel checkpoint)
+foreach(folder megacpp models parallel checkpoint serialization)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${folder} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
     FILES_MATCHING PATTERN "*.h" PATTERN "pch.h" EXCLUDE)
 endforeach()

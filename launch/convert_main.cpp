@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       try {
         o.input = required(r, "input", command);
         o.save = required(r, "save", command);
-        o.format = parse_format(r["ckpt-format"].as<std::string>());
+        o.format = CheckpointFormat::named(r["ckpt-format"].as<std::string>());
       } catch (const std::exception& e) {
         std::cerr << "megacpp-convert: " << e.what() << "\n";
         return 2;

@@ -118,10 +118,6 @@ void validate(const TrainingArguments& a) {
   require(a.ckpt_step < 0 || !a.load.empty(), "--ckpt-step needs --load");
   require(!a.finetune || !a.load.empty(), "--finetune needs --load");
   require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");
-  if (a.ckpt_format != "torch_dcp" && a.ckpt_format != "torch_dist") {
-    throw std::invalid_argument("--ckpt-format must be torch_dist or torch_dcp (got '" + a.ckpt_format +
-                                "'); like MindSpeed, megacpp's FSDP2 saves only these two formats");
-  }
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(!a.bf16 || a.use_torch_fsdp2,
@@ -221,7 +217,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.save_interval = number<int64_t>(r, "save-interval");
   a.load = r["load"].as<std::string>();
   a.ckpt_step = number<int64_t>(r, "ckpt-step");
-  a.ckpt_format = r["ckpt-format"].as<std::string>();
+  a.ckpt_format = checkpoint::CheckpointFormat::named(r["ckpt-format"].as<std::string>());
   a.no_save_optim = r["no-save-optim"].as<bool>();
   a.no_load_optim = r["no-load-optim"].as<bool>();
   a.no_load_rng = r["no-load-rng"].as<bool>();

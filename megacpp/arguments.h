@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_format.h"
 #include "megacpp/data/tokenizer/tokenizer.h"
 #include "models/model_family.h"
 
@@ -62,7 +63,7 @@ struct TrainingArguments {
   int64_t save_interval = 0;  // 0: only at the end of training
   std::string load;
   int64_t ckpt_step = -1;     // -1: the latest
-  std::string ckpt_format = "torch_dist";
+  checkpoint::CheckpointFormat ckpt_format;  // --ckpt-format, torch_dist by default
   bool no_save_optim = false;
   bool no_load_optim = false;
   bool no_load_rng = false;

@@ -20,29 +20,12 @@
 namespace megacpp::training {
 namespace {
 
-using checkpoint::CheckpointFormat;
-using checkpoint::PyValue;
-
-// Where each item goes. torch_dcp follows PyTorch's state dict: {"model": model.state_dict(),
-// "optim": get_optimizer_state_dict(flatten_optimizer_state_dict=True), ...} as dcp.save
-// flattens it. torch_dist follows Megatron: model keys bare, optimizer keys
-// optimizer.state.<name>.<fqn>.
-struct Keys {
-  CheckpointFormat format;
-  bool dcp() const { return format == CheckpointFormat::kTorchDcp; }
-  checkpoint::StatePath param(const std::string& fqn) const { return checkpoint::model_path(format, fqn); }
-  checkpoint::StatePath optimizer_state(const std::string& fqn, const std::string& name) const {
-    if (dcp()) return {"optim", "state." + fqn + "." + name};
-    return {"optimizer.state." + name + "." + fqn};
-  }
-  checkpoint::StatePath param_group(const std::string& fqn, const std::string& name) const {
-    return {"optim", "param_groups." + fqn + "." + name};
-  }
-  // Every rank's generator states: {"rng_state": {"<rank>": {"torch_rng_state": ...}}}.
-  static checkpoint::StatePath rng(int rank) { return {"rng_state", std::to_string(rank)}; }
-};
+using serialization::PyValue;
 
 using checkpoint::flat_key;
+
+// Every rank's generator states: {"rng_state": {"<rank>": {"torch_rng_state": ...}}}.
+checkpoint::StatePath rng_path(int rank) { return {"rng_state", std::to_string(rank)}; }
 
 // One parameter and this rank's rows of it.
 struct ParamSlot {
@@ -98,7 +81,7 @@ torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const 
 }
 
 PyValue tensor_value(const at::Tensor& t) {
-  return PyValue::tensor(std::make_shared<checkpoint::RawTensor>(checkpoint::to_raw(t)));
+  return PyValue::tensor(std::make_shared<serialization::RawTensor>(checkpoint::to_raw(t)));
 }
 
 PyValue str(const std::string& s) { return PyValue::string(s); }
@@ -203,8 +186,8 @@ void load_rows(const checkpoint::DcpReader& reader, const checkpoint::StatePath&
   if (!reader.has(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "' (parameter " + slot.fqn + ")");
   const auto& entry = reader.metadata().entry(key);
   if (!entry.is_tensor || entry.size != slot.global_shape) {
-    throw std::runtime_error(where + ": key '" + key + "' has shape " + checkpoint::shape_string(entry.size) + " in the checkpoint but " +
-                             checkpoint::shape_string(slot.global_shape) + " in the model");
+    throw std::runtime_error(where + ": key '" + key + "' has shape " + serialization::shape_string(entry.size) + " in the checkpoint but " +
+                             serialization::shape_string(slot.global_shape) + " in the model");
   }
   if (dest.numel() == 0) return;
   at::Tensor staging = at::empty(dest.sizes(), dest.options().device(at::kCPU));
@@ -229,8 +212,7 @@ bool TrainingCheckpointer::due(int64_t iteration) const {
 
 void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Module& model, torch::optim::AdamW& optimizer) {
   if (!saver_) return;
-  const CheckpointFormat format = checkpoint::parse_format(args_.ckpt_format);
-  const Keys keys{format};
+  const checkpoint::CheckpointFormat& format = args_.ckpt_format;
   const int rank = runtime_.rank();
   const bool coordinator = rank == 0, with_optimizer = !args_.no_save_optim;
   checkpoint::SaveJob job;
@@ -247,27 +229,27 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
     auto& state = adam_state(optimizer, slot.tensor);
     step = std::max(step, state.step());
     if (slot.writes) {
-      add_block(keys.param(slot.fqn), slot, slot.tensor);
+      add_block(format.model(slot.fqn), slot, slot.tensor);
       if (with_optimizer) {
-        add_block(keys.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
-        add_block(keys.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+        add_block(format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+        add_block(format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
       }
     }
-    if (with_optimizer && keys.dcp() && coordinator) {
+    if (with_optimizer && format.optimizer_groups_per_parameter() && coordinator) {
       // PyTorch keeps AdamW's step as a float32 scalar tensor per parameter.
       ParamSlot scalar{slot.fqn, {}, {}, {}, true, slot.group};
-      add_block(keys.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
+      add_block(format.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
       const PyValue group = group_hyperparameters(optimizer.param_groups()[slot.group], false, 0);
-      for (const auto& [name, value] : group.dict_items()) items.add_flattened(keys.param_group(slot.fqn, name.as_string()), value);
+      for (const auto& [name, value] : group.dict_items()) items.add_flattened(format.param_group(slot.fqn, name.as_string()), value);
     }
   }
-  items.add_flattened(Keys::rng(rank), rng_state(runtime_.device()));
+  items.add_flattened(rng_path(rank), rng_state(runtime_.device()));
   if (coordinator) {
     job.add_unsharded("iteration", PyValue::integer(progress.iteration));
     job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));
     job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress.iteration));
     job.add_unsharded("args", args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size()));
-    if (!keys.dcp()) {
+    if (!format.optimizer_groups_per_parameter()) {
       // Megatron's common.pt keeps the param groups with the optimizer.
       if (with_optimizer) {
         std::vector<PyValue> groups;
@@ -295,34 +277,34 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   }
   const bool release = reader->iteration() == checkpoint::kReleaseIteration;
   const bool model_only = release || args_.finetune;
-  const Keys keys{reader->format()};
+  const checkpoint::CheckpointFormat format = reader->format();
   const auto& tensors = reader->tensors();
-  spdlog::info("loading checkpoint {} ({}{})", reader->dir(), checkpoint::format_name(reader->format()),
+  spdlog::info("loading checkpoint {} ({}{})", reader->dir(), format.name(),
                model_only ? ", model weights only" : "");
 
   const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
-  for (const auto& slot : slots) load_rows(tensors, keys.param(slot.fqn), slot, slot.tensor);
+  for (const auto& slot : slots) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
   if (model_only) return {};
 
   const std::string where = reader->dir();
   const PyValue saved_args = reader->object("args");
   const PyValue& fields = checkpoint::args_fields(saved_args);
   if (!args_.no_load_optim) {
-    if (!slots.empty() && !tensors.has(flat_key(keys.optimizer_state(slots.front().fqn, "exp_avg")))) {
+    if (!slots.empty() && !tensors.has(flat_key(format.optimizer_state(slots.front().fqn, "exp_avg")))) {
       throw std::runtime_error(where + " holds no optimizer state (saved with --no-save-optim?): add --no-load-optim or --finetune");
     }
     std::vector<int64_t> group_steps;
-    if (!keys.dcp()) {
+    if (!format.optimizer_groups_per_parameter()) {
       for (const auto& group : reader->object("optimizer").find("param_groups")->items()) {
         group_steps.push_back(int_field(group, "step", where + "/common.pt optimizer.param_groups"));
       }
     }
     for (const auto& slot : slots) {
       auto& state = adam_state(optimizer, slot.tensor);
-      load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
-      load_rows(tensors, keys.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
-      if (keys.dcp()) {
-        state.step(static_cast<int64_t>(tensors.read_tensor(flat_key(keys.optimizer_state(slot.fqn, "step"))).item<float>()));
+      load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+      load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+      if (format.optimizer_groups_per_parameter()) {
+        state.step(static_cast<int64_t>(tensors.read_tensor(flat_key(format.optimizer_state(slot.fqn, "step"))).item<float>()));
       } else {
         if (slot.group >= group_steps.size()) throw std::runtime_error(where + "/common.pt: optimizer param group " + std::to_string(slot.group) + " is missing");
         state.step(group_steps[slot.group]);
@@ -332,7 +314,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   if (!args_.no_load_rng) {
     const int64_t saved_world = int_field(fields, "world_size", where + " args");
     if (saved_world == runtime_.world_size()) {
-      restore_rng_state(tensors, flat_key(Keys::rng(runtime_.rank())), runtime_.device());
+      restore_rng_state(tensors, flat_key(rng_path(runtime_.rank())), runtime_.device());
     } else {
       spdlog::warn("checkpoint was saved on {} ranks, this run has {}: RNG states are not restored", saved_world,
                    runtime_.world_size());

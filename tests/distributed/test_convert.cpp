@@ -49,7 +49,7 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
   const models::LlamaConfig config = models::llama_config_from_hf(nlohmann::json::parse(config_file), hf_dir + "/config.json");
   models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
-  const std::string prefix = reader->format() == checkpoint::CheckpointFormat::kTorchDcp ? "model." : "";
+  const std::string prefix = reader->format() == checkpoint::CheckpointFormat::torch_dcp() ? "model." : "";
   torch::NoGradGuard no_grad;
   for (auto& item : model.named_parameters()) item.value().copy_(reader->tensors().read_tensor(prefix + item.key()));
   at::Tensor ids = torch::empty({2, 12}, torch::kLong);

@@ -59,7 +59,7 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
-    item.value().copy_(reader->tensors().read_tensor(checkpoint::model_key(reader->format(), item.key())));
+    item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
   }
   at::Tensor ids = torch::tensor(kTokens[0]).unsqueeze(0);
   ids = torch::cat({ids, torch::tensor(kTokens[1]).unsqueeze(0)});

@@ -6,15 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/pickle.h"
-#include "checkpoint/torch_save.h"
+#include "serialization/pickle.h"
+#include "serialization/torch_save.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::checkpoint::dtype_size;
-using megacpp::checkpoint::PyValue;
-using megacpp::checkpoint::RawTensor;
-using megacpp::checkpoint::torch_load;
-using megacpp::checkpoint::unpickle;
+using megacpp::serialization::dtype_size;
+using megacpp::serialization::PyValue;
+using megacpp::serialization::RawTensor;
+using megacpp::serialization::torch_load;
+using megacpp::serialization::unpickle;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::run_command;
 using megacpp::io_test::TempDir;

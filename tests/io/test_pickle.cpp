@@ -1,4 +1,4 @@
-// checkpoint/pickle: round trips of every kind of value, pickles written by CPython at
+// serialization/pickle: round trips of every kind of value, pickles written by CPython at
 // protocols 0-5 (tests/reference/pickle_reference.py), ours read back by CPython, errors.
 #include <gtest/gtest.h>
 
@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/pickle.h"
-#include "checkpoint/torch_save.h"
+#include "serialization/pickle.h"
+#include "serialization/torch_save.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::checkpoint::pickle;
-using megacpp::checkpoint::PickleHooks;
-using megacpp::checkpoint::PyValue;
-using megacpp::checkpoint::RawTensor;
-using megacpp::checkpoint::unpickle;
-using megacpp::checkpoint::UnpickleHooks;
+using megacpp::serialization::pickle;
+using megacpp::serialization::PickleHooks;
+using megacpp::serialization::PyValue;
+using megacpp::serialization::RawTensor;
+using megacpp::serialization::unpickle;
+using megacpp::serialization::UnpickleHooks;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::run_command;
@@ -113,7 +113,7 @@ bool reference(const std::string& args) {
 
 TEST(Pickle, RoundTripsEveryKind) {
   auto t = std::make_shared<RawTensor>(
-      RawTensor::contiguous(megacpp::checkpoint::DType::kInt16, {2}, std::string("\x01\x00\x02\x00", 4)));
+      RawTensor::contiguous(megacpp::serialization::DType::kInt16, {2}, std::string("\x01\x00\x02\x00", 4)));
   const PyValue value = PyValue::tuple({
       sample_value(true),
       PyValue::global("torch", "float32"),
@@ -132,7 +132,7 @@ TEST(Pickle, RoundTripsEveryKind) {
   back.resolve_reduce = [&](const PyValue& callable, const PyValue& args) -> std::optional<PyValue> {
     if (!callable.is_global("test", "tensor")) return std::nullopt;
     return PyValue::tensor(std::make_shared<RawTensor>(
-        RawTensor::contiguous(megacpp::checkpoint::DType::kInt16, {2}, args.items()[0].as_bytes())));
+        RawTensor::contiguous(megacpp::serialization::DType::kInt16, {2}, args.items()[0].as_bytes())));
   };
   const PyValue read = unpickle(bytes, "round trip", back);
   EXPECT_EQ(read, value) << read.repr();

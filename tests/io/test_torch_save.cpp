@@ -1,4 +1,4 @@
-// checkpoint/torch_save: our bytes read by PyTorch's torch.load (Debian's python3-torch), files
+// serialization/torch_save: our bytes read by PyTorch's torch.load (Debian's python3-torch), files
 // written by PyTorch's torch.save read by ours (views, offsets, shared storages), the zip
 // layout (alignment, determinism, zip64, deflate), and corrupt or foreign files.
 #include <gtest/gtest.h>
@@ -8,22 +8,22 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/torch_save.h"
-#include "checkpoint/zip_archive.h"
+#include "serialization/torch_save.h"
+#include "serialization/zip_archive.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::checkpoint::DType;
-using megacpp::checkpoint::dtype_from_torch_name;
-using megacpp::checkpoint::dtype_size;
-using megacpp::checkpoint::dtype_torch_name;
-using megacpp::checkpoint::pickle;
-using megacpp::checkpoint::PyValue;
-using megacpp::checkpoint::RawTensor;
-using megacpp::checkpoint::torch_load;
-using megacpp::checkpoint::torch_save;
-using megacpp::checkpoint::write_zip;
-using megacpp::checkpoint::ZipReader;
-using megacpp::checkpoint::ZipRecord;
+using megacpp::serialization::DType;
+using megacpp::serialization::dtype_from_torch_name;
+using megacpp::serialization::dtype_size;
+using megacpp::serialization::dtype_torch_name;
+using megacpp::serialization::pickle;
+using megacpp::serialization::PyValue;
+using megacpp::serialization::RawTensor;
+using megacpp::serialization::torch_load;
+using megacpp::serialization::torch_save;
+using megacpp::serialization::write_zip;
+using megacpp::serialization::ZipReader;
+using megacpp::serialization::ZipRecord;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::run_command;
@@ -305,7 +305,7 @@ TEST(TorchSave, BadPicklesNameWhat) {
     const PyValue pid = PyValue::tuple(
         {str("storage"), PyValue::global("torch", storage_class), str("0"), str("cpu"), PyValue::integer(numel)});
     const PyValue marker = PyValue::global("test", "storage");
-    megacpp::checkpoint::PickleHooks hooks;
+    megacpp::serialization::PickleHooks hooks;
     hooks.persistent_id = [&](const PyValue& v) -> std::optional<PyValue> {
       if (v.is_global("test", "storage")) return pid;
       return std::nullopt;

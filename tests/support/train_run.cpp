@@ -8,7 +8,7 @@
 
 #include "checkpoint/layout.h"
 #include "checkpoint/tensor_convert.h"
-#include "checkpoint/torch_save.h"
+#include "serialization/torch_save.h"
 
 namespace megacpp::testing {
 
@@ -54,7 +54,7 @@ void expect_same_losses(const TrainRun& reference, const TrainRun& run, const st
 
 std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path) {
   std::map<std::string, at::Tensor> tensors;
-  const checkpoint::PyValue dict = checkpoint::torch_load(checkpoint::read_whole_file(path), path);
+  const serialization::PyValue dict = serialization::torch_load(checkpoint::read_whole_file(path), path);
   for (const auto& [name, value] : dict.dict_items()) tensors[name.as_string()] = checkpoint::from_raw(value.tensor());
   return tensors;
 }

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 struct ZipRecord {
   std::string name;       // full name inside the archive, e.g. "archive/data/0"
@@ -61,4 +61,4 @@ class ZipReader {
   std::map<std::string, Entry> entries_;
 };
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

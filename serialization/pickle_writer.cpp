@@ -5,9 +5,9 @@
 #include <map>
 #include <stdexcept>
 
-#include "checkpoint/pickle.h"
+#include "serialization/pickle.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 constexpr int kMaxDepth = 1000;
@@ -205,4 +205,4 @@ class Pickler {
 
 std::string pickle(const PyValue& value, const PickleHooks& hooks) { return Pickler(hooks).run(value); }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -2,7 +2,7 @@
 // APPNOTE: local header (30 bytes) + name + extra + data per record, then the central
 // directory (46 bytes + name + extra per record), the zip64 end record (56 bytes) and
 // locator (20 bytes), and the classic end record (22 bytes).
-#include "checkpoint/zip_archive.h"
+#include "serialization/zip_archive.h"
 
 #include <zlib.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <stdexcept>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50;
@@ -268,4 +268,4 @@ std::string ZipReader::read(const std::string& name) const {
   return data;
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -1,14 +1,14 @@
 // torch_save / torch_load (see torch_save.h), following torch/serialization.py's _save and
 // _load and caffe2/serialize/inline_container.cc's record layout.
-#include "checkpoint/torch_save.h"
+#include "serialization/torch_save.h"
 
 #include <cstdio>
 #include <map>
 #include <stdexcept>
 
-#include "checkpoint/zip_archive.h"
+#include "serialization/zip_archive.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 constexpr const char* kArchive = "archive";
@@ -261,4 +261,4 @@ PyValue torch_load(std::string_view bytes, const std::string& what) {
   return Loader(bytes, what).load();
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -1,10 +1,10 @@
-// DType names and RawTensor (checkpoint/torch_save.h).
+// DType names and RawTensor (serialization/torch_save.h).
 #include <cstring>
 #include <stdexcept>
 
-#include "checkpoint/torch_save.h"
+#include "serialization/torch_save.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 struct DTypeInfo {
@@ -150,4 +150,4 @@ std::string RawTensor::contiguous_bytes() const {
   return out;
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

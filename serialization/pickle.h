@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
-struct RawTensor;  // checkpoint/torch_save.h
+struct RawTensor;  // serialization/torch_save.h
 
 // A Python value. Containers have reference semantics as in Python (copies share the
 // node), so a memoized list that is appended to later is seen complete everywhere.
@@ -128,4 +128,4 @@ struct PickleHooks {
 // Throws std::invalid_argument for a tensor without hooks, or nesting deeper than 1000.
 std::string pickle(const PyValue& value, const PickleHooks& hooks = {});
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 class AtomicFile {
  public:
@@ -34,4 +34,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // "[2, 3]".
 std::string shape_string(const std::vector<int64_t>& shape);
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

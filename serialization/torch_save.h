@@ -1,7 +1,7 @@
 // torch.save / torch.load's zip format (PyTorch >= 1.6), torch-free: the bytes PyTorch
 // writes for a tensor chunk of a Distributed Checkpoint, and reads back.
 //
-// An archive (checkpoint/zip_archive.h) under one directory ("archive/" when PyTorch writes
+// An archive (serialization/zip_archive.h) under one directory ("archive/" when PyTorch writes
 // to a stream) holding, in PyTorch 2.x's order:
 //   data.pkl            pickle protocol 2 of the object; tensors are
 //                       torch._utils._rebuild_tensor_v2(storage, storage_offset, size, stride,
@@ -25,9 +25,9 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint/pickle.h"
+#include "serialization/pickle.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 enum class DType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt16, kInt8, kUInt8, kBool };
 
@@ -78,4 +78,4 @@ std::string torch_save(const PyValue& obj);
 // file) throws std::runtime_error whose message starts with `what`.
 PyValue torch_load(std::string_view bytes, const std::string& what);
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "checkpoint/pickle.h"
+#include "serialization/pickle.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 namespace {
 
@@ -541,4 +541,4 @@ PyValue unpickle(std::string_view bytes, const std::string& what, const Unpickle
   return Unpickler(bytes, what, hooks).run();
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -1,6 +1,6 @@
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 
-#include "checkpoint/atomic_file.h"
+#include "serialization/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 namespace fs = std::filesystem;
@@ -735,4 +735,4 @@ std::vector<std::string> SafetensorsCheckpoint::filenames() const {
   return out;
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -1,14 +1,14 @@
-// PyValue: the Python value model of checkpoint/pickle.h (factories, checked accessors,
+// PyValue: the Python value model of serialization/pickle.h (factories, checked accessors,
 // repr, equality).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
-#include "checkpoint/pickle.h"
-#include "checkpoint/torch_save.h"
+#include "serialization/pickle.h"
+#include "serialization/torch_save.h"
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 struct PyValue::Node {
   Kind kind = Kind::kNone;
@@ -366,4 +366,4 @@ bool operator==(const PyValue& a, const PyValue& b) {
   return false;
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -1,4 +1,4 @@
-#include "checkpoint/atomic_file.h"
+#include "serialization/atomic_file.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
@@ -61,4 +61,4 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization

@@ -44,7 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace megacpp::checkpoint {
+namespace megacpp::serialization {
 
 // --- dtypes -------------------------------------------------------------------------------
 
@@ -245,4 +245,4 @@ class SafetensorsCheckpoint {
   std::map<std::string, std::string> where_;
 };
 
-}  // namespace megacpp::checkpoint
+}  // namespace megacpp::serialization
