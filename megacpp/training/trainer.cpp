@@ -1,25 +1,29 @@
+// The training run as named steps, in the order run() takes them:
+//   validate_configuration -> start_processes -> build_data -> build_model -> shard_and_initialize
+//   -> build_optimizer -> load_checkpoint -> log_start -> per iteration: train_step, log_iteration,
+//   run_validation, save_checkpoint -> finish.
 #include "megacpp/training/trainer.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/tensor_convert.h"
-#include "checkpoint/torch_save.h"
 #include "megacpp/config/fsdp2_config_yaml.h"
 #include "megacpp/data/dataset_builder.h"
-#include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/logging.h"
+#include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/training/checkpointing.h"
+#include "megacpp/training/log_lines.h"
 #include "megacpp/training/lr_schedule.h"
 #include "megacpp/training/memory_report.h"
-#include "megacpp/training/log_lines.h"
+#include "megacpp/training/optimizer.h"
+#include "megacpp/training/parameter_dump.h"
 #include "megacpp/training/training_data.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
@@ -50,27 +54,6 @@ models::FSDP2Config resolve_fsdp2_config(const TrainingArguments& args) {
   return config;
 }
 
-// Megatron's rule: weight decay on matrices, not on biases and norm weights.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> decay, no_decay;
-  for (const auto& p : params) {
-    if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  }
-  auto options = torch::optim::AdamWOptions(args.lr)
-                     .betas({args.adam_beta1, args.adam_beta2})
-                     .eps(args.adam_eps)
-                     .weight_decay(args.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options).weight_decay(0.0)));
-  return std::make_unique<torch::optim::AdamW>(groups, options);
-}
-
-void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-}
-
 // Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1].
 at::Tensor language_model_loss(models::LanguageModel& model, const at::Tensor& tokens, int64_t seq_length) {
   at::Tensor input = tokens.narrow(1, 0, seq_length), labels = tokens.narrow(1, 1, seq_length);
@@ -85,230 +68,282 @@ double average_over_ranks(const parallel::Group& group, double value, const c10:
   return t.item<double>();
 }
 
-// Megatron's evaluate(): `iters` global batches from `consumed` on, no gradients, loss
-// averaged over micro-batches and ranks.
-double evaluate(models::LanguageModel& model, const data::SampleSource& source, int64_t consumed, int64_t iters,
-                int64_t accumulation, const BatchSlice& slice, int64_t global_batch, const TrainingArguments& args,
-                parallel::DistributedRuntime& runtime) {
-  torch::NoGradGuard no_grad;
-  double sum = 0;
-  for (int64_t i = 0; i < iters; ++i) {
-    for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(source, consumed + i * global_batch, m, slice, args.tokenizer_vocab_size).to(runtime.device());
-      sum += language_model_loss(model, tokens, args.seq_length).item<double>();
+class TrainingRun {
+ public:
+  explicit TrainingRun(const TrainingArguments& args) : args_(args) {}
+
+  int run() {
+    validate_configuration();
+    start_processes();
+    build_data();
+    build_model();
+    shard_and_initialize();
+    build_optimizer();
+    load_checkpoint();
+    log_start();
+    bool exited_early = false;
+    for (int64_t it = progress_.iteration + 1; it <= args_.train_iters && !exited_early; ++it) {
+      const auto start = Clock::now();
+      const double lr = schedule_->at(it);
+      const auto [loss, grad_norm] = train_step(lr);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      exited_early = args_.exit_interval > 0 && it % args_.exit_interval == 0;
+      log_iteration(it, lr, loss, grad_norm, ms, exited_early);
+      if (data_.splits[data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
+        run_validation(data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
+        progress_.consumed_valid += args_.eval_iters * global_batch_;
+      }
+      if (checkpointer_->due(it)) save_checkpoint();
+      if (exited_early) spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args_.exit_interval);
+    }
+    finish(exited_early);
+    return 0;
+  }
+
+ private:
+  // Checks that need the launch environment; the flags were checked by parse_arguments.
+  void validate_configuration() {
+    env_ = parallel::read_launch_environment();
+    setup_logging(env_.rank);
+    if (env_.world_size > 1 && !args_.use_torch_fsdp2) {
+      throw std::invalid_argument("running on " + std::to_string(env_.world_size) +
+                                  " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
+    }
+    fsdp_config_ = resolve_fsdp2_config(args_);
+  }
+
+  // The runtime, the device mesh and the batch arithmetic.
+  void start_processes() {
+    parallel::RuntimeOptions options;
+    options.timeout = std::chrono::minutes(args_.distributed_timeout_minutes);
+    runtime_ = parallel::DistributedRuntime::initialize(env_, options);
+    device_ = runtime_->device();
+    if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.param_dtype == c10::kHalf) {
+      throw std::invalid_argument("param_dtype fp16 is not supported on CPU by this libtorch (no fp16 matmul); use bf16");
+    }
+    mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2
+                                                       ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size)
+                                                       : parallel::DeviceMesh::single());
+    const int dp_size = mesh_->data_parallel_size();
+    accumulation_ = gradient_accumulation_steps(args_, dp_size);
+    global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
+    slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size};
+  }
+
+  // Data before the model: a bad path or split fails before anything is allocated.
+  void build_data() { data_ = build_training_data(args_, global_batch_); }
+
+  void build_model() {
+    torch::manual_seed(args_.seed);
+    const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
+    model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
+  }
+
+  // Without meta init the full weights are initialized before sharding; with it, once the
+  // shards exist. --no-initialization leaves them as allocated: --load fills them.
+  void shard_and_initialize() {
+    auto init = [this] {
+      if (!args_.no_initialization) model_->init_weights(args_.init_method_std, args_.seed);
+    };
+    const bool meta = args_.init_model_with_meta_device;
+    if (!args_.use_torch_fsdp2) return init();
+    if (!meta) init();
+    model_->fully_shard(*mesh_, fsdp_config_, device_, meta ? std::function<void()>(init) : nullptr);
+  }
+
+  void build_optimizer() {
+    std::unordered_set<const c10::TensorImpl*> seen;  // each tensor once, even if several modules share it
+    for (auto& p : model_->parameters()) {
+      if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      params_.push_back(p);
+      int64_t numel = 1;
+      for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
+      parameter_count_ += numel;
+    }
+    optimizer_ = make_optimizer(args_, params_);
+    schedule_ = std::make_unique<LearningRateSchedule>(args_.lr, args_.min_lr, args_.lr_warmup_iters,
+                                                       args_.lr_decay_iters > 0 ? args_.lr_decay_iters : args_.train_iters,
+                                                       args_.lr_decay_style);
+  }
+
+  void load_checkpoint() {
+    checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
+                                                           args_.async_save || fsdp_config_.async_save_ckpt);
+    progress_ = checkpointer_->load(*model_, *optimizer_);
+    // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
+    // end of the run saves it): --load A --save B with no iterations left converts A.
+    const bool loaded_from_save_dir = !args_.load.empty() && !args_.save.empty() &&
+                                      fs::weakly_canonical(args_.load) == fs::weakly_canonical(args_.save);
+    last_saved_ = loaded_from_save_dir ? progress_.iteration : 0;
+  }
+
+  void log_start() {
+    flops_per_token_ = model_->flops_per_token(args_.seq_length);
+    spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} training FLOPs/token, vocabulary {} ({} padded to {}) | "
+                 "{} ranks, {} | device {}",
+                 args_.model_type, parameter_count_, flops_per_token_, args_.tokenizer.type, args_.tokenizer_vocab_size,
+                 model_->vocab_size(), runtime_->world_size(),
+                 args_.use_torch_fsdp2 ? mesh_->describe() : std::string("no FSDP"), device_.str());
+    spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens",
+                 args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length);
+    for (const auto& line : data_.summary) spdlog::info("data: {}", line);
+    spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[data::kTrain],
+                 data_.samples_needed[data::kValid], data_.samples_needed[data::kTest], args_.split);
+    if (!args_.tensorboard_dir.empty() && runtime_->rank() == 0) {
+      tensorboard_ = std::make_unique<metrics::TensorBoardWriter>(args_.tensorboard_dir);
+      spdlog::info("tensorboard: writing {}", tensorboard_->path());
     }
   }
-  return average_over_ranks(runtime.world(), sum / static_cast<double>(iters * accumulation), runtime.device());
-}
 
-void dump_parameters(torch::nn::Module& model, const std::string& path, int rank) {
-  auto full = parallel::fsdp::gather_full_parameters(model);  // collective
-  if (rank != 0) return;
-  // torch.save's format with only the pickle opcodes weights_only=True accepts: any PyTorch loads it.
-  std::vector<std::pair<checkpoint::PyValue, checkpoint::PyValue>> items;
-  for (auto& [name, tensor] : full) {
-    items.emplace_back(checkpoint::PyValue::string(name),
-                       checkpoint::PyValue::tensor(std::make_shared<checkpoint::RawTensor>(checkpoint::to_raw(tensor))));
+  // One iteration: forward and backward over the micro-batches, clipping, the optimizer step.
+  // Returns the loss averaged over micro-batches and ranks, and the gradient norm.
+  std::pair<double, double> train_step(double lr) {
+    set_learning_rate(*optimizer_, lr);
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    double loss_sum = 0;
+    for (int64_t m = 0; m < accumulation_; ++m) {
+      at::Tensor tokens =
+          load_micro_batch(*data_.splits[data::kTrain], progress_.consumed_train, m, slice_, args_.tokenizer_vocab_size)
+              .to(device_);
+      if (args_.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model_, m == accumulation_ - 1);
+      at::Tensor loss = language_model_loss(*model_, tokens, args_.seq_length);
+      (loss / static_cast<double>(accumulation_)).backward();
+      loss_sum += loss.item<double>();
+    }
+    const double loss = average_over_ranks(runtime_->world(), loss_sum / accumulation_, device_);
+    const double grad_norm = parallel::fsdp::clip_grad_norm(params_, args_.clip_grad, *mesh_);
+    optimizer_->step();
+    progress_.consumed_train += global_batch_;
+    progress_.iteration += 1;
+    return {loss, grad_norm};
   }
-  try {
-    checkpoint::write_file_atomically(path, checkpoint::torch_save(checkpoint::PyValue::dict(std::move(items))));
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string("--dump-final-params: ") + e.what());
+
+  IterationStats throughput(double ms) const {
+    IterationStats stats;
+    stats.ms_per_iteration = ms;
+    stats.tokens_per_second = static_cast<double>(global_batch_ * args_.seq_length) / (ms / 1000.0);
+    stats.tokens_per_second_per_rank = stats.tokens_per_second / runtime_->world_size();
+    stats.tflops_per_rank = stats.tokens_per_second_per_rank * flops_per_token_ / 1e12;
+    stats.mfu = args_.peak_tflops > 0 ? stats.tflops_per_rank / args_.peak_tflops : -1;
+    return stats;
   }
-  spdlog::info("wrote final parameters ({} tensors) to {}", full.size(), path);
-}
+
+  // TensorBoard points every --tensorboard-log-interval, a Megatron line every --log-interval
+  // (and at the last and the exit iteration), the memory report after the first.
+  void log_iteration(int64_t it, double lr, double loss, double grad_norm, double ms, bool exiting) {
+    if (tensorboard_ && it % args_.tensorboard_log_interval == 0) {
+      const IterationStats stats = throughput(ms);
+      tensorboard_->add_scalar("lm loss", loss, it);
+      tensorboard_->add_scalar("learning-rate", lr, it);
+      tensorboard_->add_scalar("grad-norm", grad_norm, it);
+      tensorboard_->add_scalar("throughput/tokens-per-second", stats.tokens_per_second, it);
+      tensorboard_->add_scalar("throughput/tflops-per-rank", stats.tflops_per_rank, it);
+      const MemoryReport memory = measure_memory(params_, *optimizer_, device_);
+      tensorboard_->add_scalar("memory/peak-mb", memory.peak_mb, it);
+      tensorboard_->add_scalar("memory/state-mb", memory.sharded_params_mb + memory.sharded_grads_mb + memory.optimizer_state_mb, it);
+    }
+    interval_loss_ += loss;
+    interval_ms_ += ms;
+    ++interval_iters_;
+    if (it % args_.log_interval == 0 || it == args_.train_iters || exiting) {
+      IterationStats stats = throughput(interval_ms_ / interval_iters_);
+      stats.iteration = it;
+      stats.train_iters = args_.train_iters;
+      stats.consumed_samples = progress_.consumed_train;
+      stats.global_batch = global_batch_;
+      stats.learning_rate = lr;
+      stats.loss = interval_loss_ / interval_iters_;
+      stats.grad_norm = grad_norm;
+      spdlog::info(iteration_line(stats));
+      if (tensorboard_) flush_tensorboard();
+      interval_loss_ = interval_ms_ = 0;
+      interval_iters_ = 0;
+    }
+    if (it == 1) {
+      std::printf("%s\n", measure_memory(params_, *optimizer_, device_).format(runtime_->rank()).c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  // Metrics are not worth a training run: a failed write (say, a full disk) stops TensorBoard.
+  void flush_tensorboard() {
+    try {
+      tensorboard_->flush();
+    } catch (const std::exception& e) {
+      spdlog::warn("tensorboard: {}; no more events are written", e.what());
+      tensorboard_.reset();
+    }
+  }
+
+  // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
+  // loss averaged over micro-batches and ranks; logged as Megatron's validation block.
+  void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
+    double sum = 0;
+    {
+      torch::NoGradGuard no_grad;
+      for (int64_t i = 0; i < args_.eval_iters; ++i) {
+        for (int64_t m = 0; m < accumulation_; ++m) {
+          at::Tensor tokens = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
+                                               args_.tokenizer_vocab_size).to(device_);
+          sum += language_model_loss(*model_, tokens, args_.seq_length).item<double>();
+        }
+      }
+    }
+    const double loss = average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
+    if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    if (tensorboard_) {
+      const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
+      tensorboard_->add_scalar(tag, loss, step);
+      tensorboard_->add_scalar(tag + " ppl", std::exp(std::min(20.0, loss)), step);
+      flush_tensorboard();
+    }
+  }
+
+  void save_checkpoint() {
+    checkpointer_->save(progress_, *model_, *optimizer_);
+    last_saved_ = progress_.iteration;
+  }
+
+  // As Megatron: the last iteration is saved too (unless it just was), then end-of-training
+  // validation and test, the parameter dump, and the wait for a background save.
+  void finish(bool exited_early) {
+    if (!args_.save.empty() && last_saved_ != progress_.iteration) save_checkpoint();
+    if (!exited_early && args_.eval_iters > 0) {
+      if (data_.splits[data::kValid]) {
+        run_validation(data::kValid, progress_.consumed_valid, "the end of training for val data", args_.train_iters);
+      }
+      if (data_.splits[data::kTest]) run_validation(data::kTest, 0, "the end of training for test data", args_.train_iters);
+    }
+    if (!args_.dump_final_params.empty()) dump_parameters(*model_, args_.dump_final_params, runtime_->rank());
+    checkpointer_->finish();
+    runtime_->barrier();
+  }
+
+  const TrainingArguments& args_;
+  parallel::LaunchEnvironment env_;
+  models::FSDP2Config fsdp_config_;
+  std::shared_ptr<parallel::DistributedRuntime> runtime_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  std::unique_ptr<parallel::DeviceMesh> mesh_;  // fully_shard keeps a pointer: never moved
+  int64_t accumulation_ = 1, global_batch_ = 0;
+  BatchSlice slice_{};
+  TrainingData data_;
+  std::shared_ptr<models::LanguageModel> model_;
+  std::vector<at::Tensor> params_;  // each tensor once
+  int64_t parameter_count_ = 0;     // full sizes
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<LearningRateSchedule> schedule_;
+  std::unique_ptr<TrainingCheckpointer> checkpointer_;
+  std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
+  double flops_per_token_ = 0;
+  TrainingProgress progress_;  // iterations done and samples consumed
+  int64_t last_saved_ = 0;
+  double interval_loss_ = 0, interval_ms_ = 0;  // since the last log line
+  int64_t interval_iters_ = 0;
+};
 
 }  // namespace
 
-int run_training(const TrainingArguments& args) {
-  const auto env = parallel::read_launch_environment();
-  parallel::RuntimeOptions runtime_options;
-  runtime_options.timeout = std::chrono::minutes(args.distributed_timeout_minutes);
-  setup_logging(env.rank);
-  if (env.world_size > 1 && !args.use_torch_fsdp2) {
-    throw std::invalid_argument("running on " + std::to_string(env.world_size) +
-                                " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
-  }
-  const models::FSDP2Config fsdp_config = resolve_fsdp2_config(args);
-  auto runtime = parallel::DistributedRuntime::initialize(env, runtime_options);
-  const c10::Device device = runtime->device();
-  if (!parallel::compat::kCpuHalfMatmul && device.is_cpu() && fsdp_config.param_dtype == c10::kHalf) {
-    throw std::invalid_argument("param_dtype fp16 is not supported on CPU by this libtorch (no fp16 matmul); use bf16");
-  }
-  const parallel::DeviceMesh mesh =
-      args.use_torch_fsdp2 ? parallel::DeviceMesh::build(*runtime, fsdp_config.sharding_size) : parallel::DeviceMesh::single();
-  const int dp_size = mesh.data_parallel_size(), dp_rank = mesh.data_parallel_rank();
-  const int64_t accumulation = gradient_accumulation_steps(args, dp_size);
-  const int64_t global_batch = args.micro_batch_size * dp_size * accumulation;
-
-  // Data first: a bad path or split fails before the model is built.
-  const TrainingData data = build_training_data(args, global_batch);
-  torch::manual_seed(args.seed);
-  const bool meta = args.init_model_with_meta_device;
-  auto build_options = torch::TensorOptions().dtype(torch::kFloat).device(meta ? c10::Device(c10::kMeta) : device);
-  auto model = models::create_model(*args.model, build_options);
-  // --no-initialization: the shards are left as allocated; --load fills them.
-  auto init = [&] {
-    if (!args.no_initialization) model->init_weights(args.init_method_std, args.seed);
-  };
-  if (args.use_torch_fsdp2) {
-    if (!meta) init();
-    model->fully_shard(mesh, fsdp_config, device, meta ? std::function<void()>(init) : nullptr);
-  } else {
-    init();
-  }
-  std::vector<at::Tensor> params;  // each tensor once, even if several modules share it
-  std::unordered_set<const c10::TensorImpl*> seen;
-  int64_t parameter_count = 0;
-  for (auto& p : model->parameters()) {
-    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    params.push_back(p);
-    int64_t numel = 1;
-    for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
-    parameter_count += numel;
-  }
-  auto optimizer = make_optimizer(args, params);
-  LearningRateSchedule schedule(args.lr, args.min_lr, args.lr_warmup_iters,
-                                args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters, args.lr_decay_style);
-  TrainingCheckpointer checkpointer(args, *runtime, mesh, args.async_save || fsdp_config.async_save_ckpt);
-  const TrainingProgress resumed = checkpointer.load(*model, *optimizer);
-  const BatchSlice slice{args.micro_batch_size, dp_rank, dp_size};
-  const double flops_per_token = model->flops_per_token(args.seq_length);
-
-  spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} training FLOPs/token, vocabulary {} ({} padded to {}) | "
-               "{} ranks, {} | device {}",
-               args.model_type, parameter_count, flops_per_token, args.tokenizer.type,
-               args.tokenizer_vocab_size, model->vocab_size(), runtime->world_size(),
-               args.use_torch_fsdp2 ? mesh.describe() : std::string("no FSDP"), device.str());
-  spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens", args.micro_batch_size,
-               dp_size, accumulation, global_batch, args.seq_length);
-  for (const auto& line : data.summary) spdlog::info("data: {}", line);
-  spdlog::info("samples: train {}, validation {}, test {} (split {})", data.samples_needed[data::kTrain],
-               data.samples_needed[data::kValid], data.samples_needed[data::kTest], args.split);
-
-  std::unique_ptr<metrics::TensorBoardWriter> tensorboard;
-  if (!args.tensorboard_dir.empty() && runtime->rank() == 0) {
-    tensorboard = std::make_unique<metrics::TensorBoardWriter>(args.tensorboard_dir);
-    spdlog::info("tensorboard: writing {}", tensorboard->path());
-  }
-  // Metrics are not worth a training run: a failed write (say, a full disk) stops TensorBoard.
-  auto flush_tensorboard = [&] {
-    try {
-      tensorboard->flush();
-    } catch (const std::exception& e) {
-      spdlog::warn("tensorboard: {}; no more events are written", e.what());
-      tensorboard.reset();
-    }
-  };
-  auto validate = [&](int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    const double loss = evaluate(*model, *data.splits[split], consumed, args.eval_iters, accumulation, slice, global_batch,
-                                 args, *runtime);
-    if (runtime->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
-    if (tensorboard) {
-      const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
-      tensorboard->add_scalar(tag, loss, step);
-      tensorboard->add_scalar(tag + " ppl", std::exp(std::min(20.0, loss)), step);
-      flush_tensorboard();
-    }
-  };
-
-  auto throughput = [&](double ms) {
-    IterationStats stats;
-    stats.ms_per_iteration = ms;
-    stats.tokens_per_second = static_cast<double>(global_batch * args.seq_length) / (ms / 1000.0);
-    stats.tokens_per_second_per_rank = stats.tokens_per_second / runtime->world_size();
-    stats.tflops_per_rank = stats.tokens_per_second_per_rank * flops_per_token / 1e12;
-    stats.mfu = args.peak_tflops > 0 ? stats.tflops_per_rank / args.peak_tflops : -1;
-    return stats;
-  };
-
-  int64_t consumed_train = resumed.consumed_train, consumed_valid = resumed.consumed_valid;
-  double interval_loss = 0, interval_ms = 0;
-  int64_t interval_iters = 0;
-  bool exited_early = false;
-  // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
-  // end of the run saves it): --load A --save B with no iterations left converts A.
-  const bool loaded_from_save_dir = !args.load.empty() && !args.save.empty() &&
-                                    fs::weakly_canonical(args.load) == fs::weakly_canonical(args.save);
-  int64_t last_iteration = resumed.iteration, last_saved = loaded_from_save_dir ? resumed.iteration : 0;
-  auto save_checkpoint = [&] {
-    checkpointer.save({last_iteration, consumed_train, consumed_valid}, *model, *optimizer);
-    last_saved = last_iteration;
-  };
-  for (int64_t it = resumed.iteration + 1; it <= args.train_iters; ++it) {
-    const auto start = Clock::now();
-    const double lr = schedule.at(it);
-    set_learning_rate(*optimizer, lr);
-    for (auto& p : params) p.mutable_grad() = at::Tensor();
-    double loss_sum = 0;
-    for (int64_t m = 0; m < accumulation; ++m) {
-      at::Tensor tokens = load_micro_batch(*data.splits[data::kTrain], consumed_train, m, slice, args.tokenizer_vocab_size).to(device);
-      if (args.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model, m == accumulation - 1);
-      at::Tensor loss = language_model_loss(*model, tokens, args.seq_length);
-      (loss / static_cast<double>(accumulation)).backward();
-      loss_sum += loss.item<double>();
-    }
-    const double loss = average_over_ranks(runtime->world(), loss_sum / accumulation, device);
-    const double grad_norm = parallel::fsdp::clip_grad_norm(params, args.clip_grad, mesh);
-    optimizer->step();
-    consumed_train += global_batch;
-    last_iteration = it;
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-
-    IterationStats stats = throughput(ms);
-    if (tensorboard && it % args.tensorboard_log_interval == 0) {
-      tensorboard->add_scalar("lm loss", loss, it);
-      tensorboard->add_scalar("learning-rate", lr, it);
-      tensorboard->add_scalar("grad-norm", grad_norm, it);
-      tensorboard->add_scalar("throughput/tokens-per-second", stats.tokens_per_second, it);
-      tensorboard->add_scalar("throughput/tflops-per-rank", stats.tflops_per_rank, it);
-      const MemoryReport memory = measure_memory(params, *optimizer, device);
-      tensorboard->add_scalar("memory/peak-mb", memory.peak_mb, it);
-      tensorboard->add_scalar("memory/state-mb", memory.sharded_params_mb + memory.sharded_grads_mb + memory.optimizer_state_mb, it);
-    }
-    interval_loss += loss;
-    interval_ms += ms;
-    ++interval_iters;
-    const bool exiting = args.exit_interval > 0 && it % args.exit_interval == 0;
-    if (it % args.log_interval == 0 || it == args.train_iters || exiting) {
-      stats = throughput(interval_ms / interval_iters);
-      stats.iteration = it;
-      stats.train_iters = args.train_iters;
-      stats.consumed_samples = consumed_train;
-      stats.global_batch = global_batch;
-      stats.learning_rate = lr;
-      stats.loss = interval_loss / interval_iters;
-      stats.grad_norm = grad_norm;
-      spdlog::info(iteration_line(stats));
-      if (tensorboard) flush_tensorboard();
-      interval_loss = interval_ms = 0;
-      interval_iters = 0;
-    }
-    if (it == 1) {
-      std::printf("%s\n", measure_memory(params, *optimizer, device).format(runtime->rank()).c_str());
-      std::fflush(stdout);
-    }
-    if (data.splits[data::kValid] && args.eval_iters > 0 && it % args.eval_interval == 0) {
-      validate(data::kValid, consumed_valid, "iteration " + std::to_string(it), it);
-      consumed_valid += args.eval_iters * global_batch;
-    }
-    if (checkpointer.due(it)) save_checkpoint();
-    if (exiting) {
-      spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args.exit_interval);
-      exited_early = true;
-      break;
-    }
-  }
-  // As Megatron: the last iteration is saved too, unless it just was.
-  if (!args.save.empty() && last_saved != last_iteration) save_checkpoint();
-  if (!exited_early && args.eval_iters > 0) {
-    if (data.splits[data::kValid]) validate(data::kValid, consumed_valid, "the end of training for val data", args.train_iters);
-    if (data.splits[data::kTest]) validate(data::kTest, 0, "the end of training for test data", args.train_iters);
-  }
-  if (!args.dump_final_params.empty()) dump_parameters(*model, args.dump_final_params, runtime->rank());
-  checkpointer.finish();  // a background save completes before the program exits
-  runtime->barrier();
-  return 0;
-}
+int run_training(const TrainingArguments& args) { return TrainingRun(args).run(); }
 
 }  // namespace megacpp::training
