@@ -1,11 +1,12 @@
 // Note [Gloo emulations]
 // Debian's libtorch 1.13 ProcessGroupGloo throws for `_allgather_base` and `reduce_scatter`.
-// We emulate them with operations it has:
+// There (compat::kGlooHasTensorCollectives is false) we emulate them with operations it has:
 //  - all-gather into one tensor: `allgather` into the [size] views of the output (Gloo
 //    copies its flat result back into them);
 //  - reduce-scatter: `alltoall_base` sends block j of the input to member j, then each member
 //    sums the `size` blocks it received in group-rank order. Traffic equals a real
 //    reduce-scatter's, and the result does not depend on a ring order.
+// libtorch 2.x's Gloo has both natively (`_allgather_base`, `_reduce_scatter_base`).
 // Gloo has no bfloat16, so bf16 tensors travel reinterpreted as fp16 (the same 2 bytes,
 // only moved, never computed on), and 16-bit reductions happen locally or in fp32.
 #include "parallel/collectives.h"
@@ -42,6 +43,25 @@ void check_sizes(const at::Tensor& big, const at::Tensor& small, int size, const
               " elements, got ", big.numel());
   TORCH_CHECK(big.scalar_type() == small.scalar_type(), op, ": dtypes differ (",
               big.scalar_type(), " vs ", small.scalar_type(), ")");
+}
+
+// Note [Gloo emulations]: on 1.13's Gloo, reduce-scatter is an all-to-all plus a local sum.
+PendingCollective emulated_reduce_scatter(const Group& group, const at::Tensor& output, const at::Tensor& input,
+                                          std::function<void()> finish_average) {
+  const int size = group.size();
+  at::Tensor received = at::empty_like(input);
+  at::Tensor received_wire = as_transport(group, received), input_wire = as_transport(group, input);
+  std::vector<int64_t> even_split;  // empty: equal blocks
+  auto work = group.backend->alltoall_base(received_wire, input_wire, even_split, even_split);
+  auto finish = [received, output, size, finish_average] {
+    at::Tensor blocks = received.view({size, -1});
+    auto accumulate = is_half_precision(received) ? at::kFloat : received.scalar_type();
+    at::Tensor sum = blocks[0].to(accumulate, /*non_blocking=*/false, /*copy=*/true);
+    for (int j = 1; j < size; ++j) sum.add_(blocks[j]);
+    output.view({-1}).copy_(sum);
+    finish_average();
+  };
+  return PendingCollective(work, finish);
 }
 
 }  // namespace
@@ -93,21 +113,20 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
     output.copy_(input);
     return {};
   }
-  // Note [Gloo emulations]: on Gloo, reduce-scatter is an all-to-all plus a local sum.
   if (group.is_gloo()) {
-    at::Tensor received = at::empty_like(input);
-    at::Tensor received_wire = as_transport(group, received), input_wire = as_transport(group, input);
-    std::vector<int64_t> even_split;  // empty: equal blocks
-    auto work = group.backend->alltoall_base(received_wire, input_wire, even_split, even_split);
-    auto finish = [received, output, size, finish_average] {
-      at::Tensor blocks = received.view({size, -1});
-      auto accumulate = is_half_precision(received) ? at::kFloat : received.scalar_type();
-      at::Tensor sum = blocks[0].to(accumulate, /*non_blocking=*/false, /*copy=*/true);
-      for (int j = 1; j < size; ++j) sum.add_(blocks[j]);
-      output.view({-1}).copy_(sum);
-      finish_average();
-    };
-    return PendingCollective(work, finish);
+    if (!compat::kGlooHasTensorCollectives) return emulated_reduce_scatter(group, output, input, finish_average);
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    if (!is_half_precision(input)) {
+      at::Tensor out = output, in = input;
+      return {group.backend->_reduce_scatter_base(out, in, options), finish_average};
+    }
+    // Gloo cannot reduce 16-bit floats: reduce fp32 copies.
+    at::Tensor out32 = at::empty(output.sizes(), output.options().dtype(at::kFloat)), in32 = input.to(at::kFloat);
+    return {group.backend->_reduce_scatter_base(out32, in32, options), [output, out32, finish_average] {
+              output.copy_(out32);
+              finish_average();
+            }};
   }
   std::vector<at::Tensor> outputs{output};
   std::vector<std::vector<at::Tensor>> inputs{input.view({-1}).chunk(size)};

@@ -1,24 +1,81 @@
 #include "parallel/compat.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <limits>
+#include <vector>
 
 #include <torch/torch.h>
 
 namespace megacpp::parallel::compat {
 
+namespace {
+
+template <typename Options, typename = void>
+struct HasLibUVSwitch : std::false_type {};
+template <typename Options>
+struct HasLibUVSwitch<Options, std::void_t<decltype(std::declval<Options&>().useLibUV)>> : std::true_type {};
+
+template <typename Options>
+bool use_libuv(Options& options, std::optional<bool> value = std::nullopt) {
+  if constexpr (HasLibUVSwitch<Options>::value) {
+    if (value) options.useLibUV = *value;
+    return options.useLibUV;
+  }
+  return false;
+}
+
+#if TORCH_VERSION_MAJOR < 2
+// Query rows per block of the chunked attention: scores of one block against the keys up to
+// its end are [block, end] instead of [seq, seq], and the keys past the block are never
+// multiplied (about half the matmul work of a masked dense pass at long sequences).
+constexpr int64_t kQueryBlock = 256;
+
+at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t seq = q.size(-2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const at::Tensor positions = torch::arange(seq, q.options().dtype(torch::kLong));
+  const auto softmax_type = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;  // fp32 or wider
+  std::vector<at::Tensor> blocks;
+  for (int64_t start = 0; start < seq; start += kQueryBlock) {
+    const int64_t end = std::min(seq, start + kQueryBlock);
+    const at::Tensor keys = k.narrow(-2, 0, end), values = v.narrow(-2, 0, end);
+    at::Tensor scores = torch::matmul(q.narrow(-2, start, end - start), keys.transpose(-2, -1)).mul_(scale);
+    // Key j is hidden from query i when j > i: only the block's diagonal part has any.
+    const at::Tensor hidden = positions.narrow(0, 0, end).unsqueeze(0) > positions.narrow(0, start, end - start).unsqueeze(1);
+    scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
+    at::Tensor probs = torch::softmax(scores, -1, softmax_type).to(q.scalar_type());
+    blocks.push_back(torch::matmul(probs, values));
+  }
+  return blocks.size() == 1 ? blocks[0] : torch::cat(blocks, -2);
+}
+#endif
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d::TCPStoreOptions options) {
+  const char* switch_ = std::getenv("USE_LIBUV");
+  if (switch_ && std::string(switch_) == "0") use_libuv(options, false);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const c10::Error& e) {
+    if (!use_libuv(options) || std::string(e.what()).find("libuv") == std::string::npos) throw;
+    use_libuv(options, false);
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  }
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
-  if (q.is_cuda()) {
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true);
-  }
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+#else
+  return chunked_causal_attention(q, k, v);
 #endif
-  const int64_t seq = q.size(-2);
-  at::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-  at::Tensor mask = torch::ones({seq, seq}, q.options().dtype(torch::kBool)).triu(1);
-  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  at::Tensor probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
-  return torch::matmul(probs, v);
 }
 
 }  // namespace megacpp::parallel::compat

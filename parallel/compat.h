@@ -8,11 +8,16 @@
 //    collectives.cpp emulates the all-gather when `kGlooHasTensorCollectives` is false and
 //    the reduce-scatter on every Gloo build (Note [Gloo emulations]).
 //  - 1.13 has no scaled_dot_product_attention (see `causal_attention`).
+//  - 2.4+ TCPStores default to a libuv server, which Debian's libtorch is built without
+//    (`make_tcp_store`).
+//  - torch::optim keys its per-parameter state by the TensorImpl's address printed as a
+//    string in 1.13 and by the address itself in 2.x (`optimizer_state_key`).
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -33,12 +38,28 @@ inline constexpr bool kCpuHalfMatmul = false;  // 1.13 has no fp16 addmm on CPU
 }  // namespace megacpp::parallel::compat
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/string_utils.h>
 
 namespace megacpp::parallel::compat {
 
-// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [batch, heads, seq, head_dim]; the
-// softmax runs in fp32 (as Hugging Face's eager attention does). Uses the fused kernel on
-// libtorch 2.x.
+// The key of `parameter`'s entry in torch::optim::Optimizer::state().
+#if TORCH_VERSION_MAJOR >= 2
+inline void* optimizer_state_key(const at::Tensor& parameter) { return parameter.unsafeGetTensorImpl(); }
+#else
+inline std::string optimizer_state_key(const at::Tensor& parameter) {
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+#endif
+
+// A TCPStore on `host` (server or client, as `options` say). Where the libtorch has the libuv
+// server (2.4+), it is used unless PyTorch's own switch USE_LIBUV=0 is set or this libtorch was
+// built without libuv (Debian's), in which case the classic server serves.
+c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d::TCPStoreOptions options);
+
+// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [batch, heads, seq, head_dim], the
+// softmax in fp32 (as Hugging Face's eager attention). libtorch 2.x: the fused
+// scaled_dot_product_attention (flash attention on CPU and GPU); 1.13: blocks of query rows,
+// each against the keys up to its end.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 }  // namespace megacpp::parallel::compat

@@ -56,7 +56,7 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
   store_options.waitWorkers = false;
   store_options.timeout = options.timeout;
   try {
-    rt->store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    rt->store_ = compat::make_tcp_store(env.master_addr, store_options);
     if (env.use_agent_store) {
       rt->store_ = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), rt->store_);
     }

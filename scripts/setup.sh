@@ -4,6 +4,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
+  debootstrap  # the Debian trixie roots with PyTorch 2.6 (scripts/setup_pytorch2.sh)
   libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
   libpcre2-dev nlohmann-json3-dev zlib1g-dev

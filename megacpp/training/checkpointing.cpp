@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
+#include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "parallel/fsdp/fsdp_param.h"
@@ -65,11 +66,9 @@ std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim:
   return slots;
 }
 
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-
 // The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
 torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p) {
-  auto& state = optimizer.state()[state_key(p)];
+  auto& state = optimizer.state()[parallel::compat::optimizer_state_key(p)];
   if (!state) {
     auto fresh = std::make_unique<torch::optim::AdamWParamState>();
     fresh->step(0);

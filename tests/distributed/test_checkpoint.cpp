@@ -230,7 +230,7 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
   }
   const std::string common =
       "import json, torch\n"
-      "c = torch.load('" + dir + "/torch_dist/iter_0000003/common.pt')\n"
+      "c = torch.load('" + dir + "/torch_dist/iter_0000003/common.pt', weights_only=False)  # args: a Namespace\n"
       "assert c['iteration'] == 3 and c['checkpoint_version'] == 3.0, c\n"
       "assert c['args'].consumed_train_samples == 36, vars(c['args'])\n"
       "m = json.load(open('" + dir + "/torch_dist/iter_0000003/metadata.json'))\n"

@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include "parallel/compat.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -92,6 +93,29 @@ TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
   EXPECT_TRUE(differs) << "bf16 run printed exactly the fp32 losses: was bf16 compute applied?";
 }
 
+// libtorch 2.x has fp16 matmul on the CPU (compat::kCpuHalfMatmul): param_dtype fp16 trains there
+// within 2% of fp32. Debian's 1.13 has none, and the run is refused by name.
+TEST(TrainingCli, Fp16OnTheCpuTrainsWhereLibtorchHasTheKernels) {
+  const std::string dir = testing::scratch_dir();
+  const std::string flags =
+      std::string("--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+                  "--tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 32 --micro-batch-size 4 "
+                  "--global-batch-size 8 --train-iters 30 --log-interval 1 --lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2 "
+                  "--fsdp2-config-path ");
+  const std::string common = "sub_modules_to_wrap: ['layers.{*}']\noutput_dtype: fp32\n";
+  TrainRun fp16 = train(2, flags + write_file(dir, "fp16.yaml", common + "param_dtype: fp16\nreduce_dtype: fp32\n"));
+  if (!parallel::compat::kCpuHalfMatmul) {
+    EXPECT_NE(fp16.result.status, 0);
+    EXPECT_NE(fp16.result.output.find("param_dtype fp16 is not supported on CPU by this libtorch"), std::string::npos)
+        << fp16.result.output;
+    return;
+  }
+  TrainRun fp32 = train(2, flags + write_file(dir, "fp32.yaml", common));
+  ASSERT_EQ(fp16.losses.size(), 30u) << fp16.result.output;
+  expect_same_losses(fp32, fp16, "fp16", 0.02);
+  EXPECT_NE(fp16.losses, fp32.losses) << "fp16 run printed exactly the fp32 losses: was fp16 compute applied?";
+}
+
 TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
   const std::string flags =
       "--mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --tokenizer-type NullTokenizer --vocab-size 999 --eval-iters 0 --seq-length 8 "
@@ -112,19 +136,19 @@ TEST(TrainingCli, JoinsTorchrunsAgentStore) {
   agent_options.port = 0;
   agent_options.isServer = true;
   agent_options.waitWorkers = false;
-  c10d::TCPStore agent("127.0.0.1", agent_options);
+  auto agent = parallel::compat::make_tcp_store("127.0.0.1", agent_options);
   const std::string dir = testing::scratch_dir();
   std::string ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks += "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
-             " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(agent.getPort()) +
+             " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(agent->getPort()) +
              " TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=0 " + MEGACPP_TRAIN_BINARY + " " + kBaseFlags +
              " --use-torch-fsdp2 > " + dir + "/rank" + std::to_string(rank) + ".log 2>&1 & ";
   }
   const auto result = testing::run_command("cd / && " + ranks + "wait %1 && wait %2 && cat " + dir + "/*.log");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("iteration       10/      10"), std::string::npos) << result.output;
-  EXPECT_GT(agent.getNumKeys(), 0) << "the workers never used the agent's store";
+  EXPECT_GT(agent->getNumKeys(), 0) << "the workers never used the agent's store";
 }
 
 TEST(TrainingCli, BadInputIsRefusedByName) {

@@ -153,7 +153,10 @@ def _read_item(directory, info, what):
         data = f.read(info.length)
     if len(data) != info.length:
         raise ValueError(f"{what}: {info.relative_path} ends before byte {info.offset + info.length}")
-    return torch.load(io.BytesIO(data), map_location="cpu")
+    # Bytes items hold pickled objects such as Megatron's args (an argparse.Namespace), which
+    # PyTorch 2.6's default weights_only=True refuses; like Megatron, read your own checkpoints
+    # with the full unpickler.
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
 
 
 def read_dcp(directory):

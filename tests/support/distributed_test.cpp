@@ -76,9 +76,9 @@ void run_on_ranks(int world_size, const std::function<void(parallel::Distributed
   store_options.isServer = true;
   store_options.waitWorkers = false;
   store_options.timeout = std::chrono::seconds(60);
-  c10d::TCPStore store("127.0.0.1", store_options);
+  auto store = parallel::compat::make_tcp_store("127.0.0.1", store_options);
   std::vector<pid_t> pids;
-  for (int r = 0; r < world_size; ++r) pids.push_back(spawn_rank(r, world_size, store.getPort(), call));
+  for (int r = 0; r < world_size; ++r) pids.push_back(spawn_rank(r, world_size, store->getPort(), call));
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
   std::vector<int> status(world_size, -1);

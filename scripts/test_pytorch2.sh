@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds megacpp against PyTorch 2.6's libtorch (the root of scripts/setup_pytorch2.sh) and runs
+# the test suite there, but for tests that do not depend on the libtorch and cannot or need not
+# run twice:
+#  - LaunchEndToEnd.RealTorchrun*: Debian trixie's torchrun cannot start (its rendezvous
+#    TCPStores ask for libuv, which Debian's PyTorch is built without); they run against
+#    bookworm's torchrun in the main suite.
+#  - Quickstart.*: the 500-iteration demo on real text (7 minutes), run in the main suite.
+# Arguments go to ctest (e.g. -R 'FSDP|Checkpoint').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build_pytorch2.sh
+bash scripts/in_pytorch2_root.sh ctest --test-dir build-pytorch2 -j"$(nproc)" --output-on-failure --timeout 900 \
+  -E '^(LaunchEndToEnd\.RealTorchrun|Quickstart\.)' "$@"
