@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <charconv>
 #include <chrono>
 #include <cstring>
@@ -48,6 +49,7 @@ const IntFlag kIntFlags[] = {
     {"--node-rank", &LaunchOptions::node_rank, 0, 999999},
     {"--master-port", &LaunchOptions::master_port, 0, 65535},
     {"--grace-seconds", &LaunchOptions::grace_seconds, 0, 86400},
+    {"--omp-num-threads", &LaunchOptions::omp_num_threads, 0, 1024},
 };
 
 const IntFlag* find_int_flag(const std::string& name) {
@@ -264,7 +266,7 @@ void pump(Stream& s, int max_reads) {
 
 std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank, int port) {
   const int rank = o.node_rank * o.nproc_per_node + local_rank;
-  const std::pair<std::string, std::string> vars[] = {
+  std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
       {"LOCAL_RANK", std::to_string(local_rank)},
@@ -273,6 +275,7 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
       {"NODE_RANK", std::to_string(o.node_rank)},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(port)}};
+  for (auto& var : thread_environment(o)) vars.push_back(std::move(var));
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -601,12 +604,26 @@ options (also --opt=VALUE and underscore spellings such as --nproc_per_node):
   --master-port P      rendezvous port (default 29500; 0 picks a free port,
                        single node only)
   --grace-seconds S    wait after SIGTERM before SIGKILL on teardown (default 5)
+  --omp-num-threads N  OMP_NUM_THREADS of every rank (default: the environment's,
+                       else 1 when --nproc-per-node > 1, as torchrun); ranks also
+                       get OMP_WAIT_POLICY=PASSIVE unless it is set
   -h, --help           show this help
   --                   end of options: the next token is PROGRAM
 
 exit status: 0 if every rank exits 0, 1 if a rank fails, 2 on usage errors,
 128+N if the launcher receives signal N.
 )";
+}
+
+std::vector<std::pair<std::string, std::string>> thread_environment(const LaunchOptions& opts) {
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (opts.omp_num_threads > 0) {
+    vars.emplace_back("OMP_NUM_THREADS", std::to_string(opts.omp_num_threads));
+  } else if (std::getenv("OMP_NUM_THREADS") == nullptr && opts.nproc_per_node > 1) {
+    vars.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) vars.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+  return vars;
 }
 
 int pick_free_port() {
@@ -630,6 +647,10 @@ int run_launcher(const LaunchOptions& opts) {
   validate_launch_options(opts);
   ensure_std_fds_open();
   const int port = opts.master_port != 0 ? opts.master_port : pick_free_port();
+  if (opts.omp_num_threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr && opts.nproc_per_node > 1) {
+    say("OMP_NUM_THREADS is 1 for each of the " + std::to_string(opts.nproc_per_node) +
+        " ranks (not set; --omp-num-threads N or OMP_NUM_THREADS=N to change it)");
+  }
   SignalGuard guard;
   return Supervisor(opts, port, guard.read_fd()).run();
 }

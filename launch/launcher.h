@@ -4,11 +4,13 @@
 //
 // Starts --nproc-per-node copies of PROGRAM with the torchrun environment
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,
-// MASTER_ADDR, MASTER_PORT), prefixes their output with "[rank<R>]: " and tears
+// MASTER_ADDR, MASTER_PORT) and compute threads per rank (OMP_NUM_THREADS,
+// OMP_WAIT_POLICY; see thread_environment), prefixes their output with "[rank<R>]: " and tears
 // every rank down as soon as one fails or the launcher is interrupted.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace megacpp::launch {
@@ -20,6 +22,9 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // 0: pick a free local port (single node only)
   int grace_seconds = 5;    // SIGTERM -> SIGKILL delay during teardown
+  // OMP_NUM_THREADS of every rank; 0: the environment's, else 1 when several ranks share the
+  // node (as torchrun does), so that ranks do not oversubscribe the cores.
+  int omp_num_threads = 0;
   bool help = false;        // -h/--help seen; `command` may then be empty
   std::vector<std::string> command;  // PROGRAM followed by its arguments
 };
@@ -32,6 +37,12 @@ LaunchOptions parse_launch_options(int argc, const char* const* argv);
 // Cross-field checks (also run by parse_launch_options unless help is set).
 // Throws std::invalid_argument.
 void validate_launch_options(const LaunchOptions& opts);
+
+// The thread settings every rank gets on top of the launcher's environment: OMP_NUM_THREADS
+// from --omp-num-threads, else 1 when several ranks share the node and the environment sets
+// none; OMP_WAIT_POLICY=PASSIVE unless set (OpenMP threads spinning between parallel regions
+// steal the cores of the other ranks and of OpenBLAS's own threads).
+std::vector<std::pair<std::string, std::string>> thread_environment(const LaunchOptions& opts);
 
 // The --help text.
 std::string launch_usage();

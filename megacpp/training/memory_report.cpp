@@ -30,11 +30,12 @@ double peak_mb(const c10::Device& device) {
 
 }  // namespace
 
-std::string MemoryReport::format(int rank) const {
+std::string MemoryReport::format(int rank, int64_t iteration) const {
   char line[256];
   std::snprintf(line, sizeof(line),
-                "[rank %d] memory (MB) | sharded params: %.3f | sharded grads: %.3f | optimizer state: %.3f | peak: %.1f",
-                rank, sharded_params_mb, sharded_grads_mb, optimizer_state_mb, this->peak_mb);
+                "[rank %d] memory (MB) | sharded params: %.3f | sharded grads: %.3f | optimizer state: %.3f | peak: %.1f | "
+                "after iteration: %lld",
+                rank, sharded_params_mb, sharded_grads_mb, optimizer_state_mb, this->peak_mb, static_cast<long long>(iteration));
   return line;
 }
 

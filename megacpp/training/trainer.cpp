@@ -229,7 +229,7 @@ class TrainingRun {
   }
 
   // TensorBoard points every --tensorboard-log-interval, a Megatron line every --log-interval
-  // (and at the last and the exit iteration), the memory report after the first.
+  // (and at the last and the exit iteration), the memory report after the first and the last.
   void log_iteration(int64_t it, double lr, double loss, double grad_norm, double ms, bool exiting) {
     if (tensorboard_ && it % args_.tensorboard_log_interval == 0) {
       const IterationStats stats = throughput(ms);
@@ -259,8 +259,9 @@ class TrainingRun {
       interval_loss_ = interval_ms_ = 0;
       interval_iters_ = 0;
     }
-    if (it == 1) {
-      std::printf("%s\n", measure_memory(params_, *optimizer_, device_).format(runtime_->rank()).c_str());
+    // After the first iteration (as Megatron) and again after the last, whose peak is the run's.
+    if (it == 1 || it == args_.train_iters || exiting) {
+      std::printf("%s\n", measure_memory(params_, *optimizer_, device_).format(runtime_->rank(), it).c_str());
       std::fflush(stdout);
     }
   }

@@ -159,12 +159,13 @@ bool has_line(const std::string& text, const std::string& line) {
   return false;
 }
 
-// Keeps one environment variable set for the duration of a test.
+// Keeps one environment variable set (or, with nullptr, unset) for the duration of a test.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ~ScopedEnv() {
     if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
@@ -254,6 +255,28 @@ TEST(MegacppRun, MasterPortZeroPicksAFreePort) {
   EXPECT_LE(port, 65535);
   EXPECT_NE(port, 29500);  // not the default: a port was actually picked
   EXPECT_EQ(port_by_prefix["[rank1]"], port);  // every rank must agree
+}
+
+TEST(MegacppRun, OneComputeThreadPerRankUnlessTheUserSaysOtherwise) {
+  ScopedEnv threads("OMP_NUM_THREADS", nullptr), policy("OMP_WAIT_POLICY", nullptr);
+  const char* kPrintThreads = "echo \"$OMP_NUM_THREADS $OMP_WAIT_POLICY\"";
+  Result r = run({"--nproc-per-node", "2", "sh", "-c", kPrintThreads});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_line(r.out, "[rank1]: 1 PASSIVE")) << r.out;
+  EXPECT_NE(r.err.find("OMP_NUM_THREADS is 1 for each of the 2 ranks"), std::string::npos) << r.err;
+
+  r = run({"--nproc-per-node", "1", "sh", "-c", kPrintThreads});  // one rank: left to OpenMP
+  EXPECT_TRUE(has_line(r.out, "[rank0]:  PASSIVE")) << r.out;
+  EXPECT_EQ(r.err, "");
+
+  r = run({"--nproc-per-node", "2", "--omp-num-threads", "3", "sh", "-c", kPrintThreads});
+  EXPECT_TRUE(has_line(r.out, "[rank0]: 3 PASSIVE")) << r.out;
+  EXPECT_EQ(r.err, "");
+
+  ScopedEnv user_threads("OMP_NUM_THREADS", "2"), user_policy("OMP_WAIT_POLICY", "ACTIVE");
+  r = run({"--nproc-per-node", "2", "sh", "-c", kPrintThreads});
+  EXPECT_TRUE(has_line(r.out, "[rank1]: 2 ACTIVE")) << r.out;
+  EXPECT_EQ(r.err, "");
 }
 
 // ----------------------------------------------------------------- output --
@@ -399,6 +422,7 @@ TEST(MegacppRun, UsageErrorsExitTwoAndNameTheFlag) {
       {{"--master-port", "70000", "true"}, "--master-port"},
       {{"--master-port", "0", "--nnodes", "2", "true"}, "--master-port"},
       {{"--grace-seconds", "-1", "true"}, "--grace-seconds"},
+      {{"--omp-num-threads", "-2", "true"}, "--omp-num-threads"},
       {{"--bogus", "true"}, "--bogus"},
       {{"--nproc-per-node", "2"}, "PROGRAM"},
   };
