@@ -47,10 +47,13 @@ printf 'sub_modules_to_wrap:\n  - layers.{*}\n' >"$SCRATCH/layers.yaml"
 train() {  # RANKS LOG FLAGS...
   local ranks=$1 log=$2
   shift 2
-  build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --mock-data \
-    --use-torch-fsdp2 --fsdp2-config-path "$SCRATCH/layers.yaml" --log-interval 1 --eval-iters 0 "$@" \
-    2>&1 | tee "$log" | grep -E "iteration +[0-9]+/|memory|error" || true
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: the run failed; see above" >&2; exit 1; }
+  if ! build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --mock-data \
+    --use-torch-fsdp2 --fsdp2-config-path "$SCRATCH/layers.yaml" --log-interval 1 --eval-iters 0 "$@" >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    echo "gpu_check: the run failed (above)" >&2
+    exit 1
+  fi
+  grep -E "iteration +[0-9]+/|memory" "$log"
 }
 
 SMALL=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 688 --seq-length 256
