@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
-#include <limits>
 #include <vector>
 
 #include <torch/torch.h>
@@ -33,7 +33,8 @@ bool use_libuv(Options& options, std::optional<bool> value = std::nullopt) {
 #if TORCH_VERSION_MAJOR < 2
 // Query rows per block of the chunked attention: scores of one block against the keys up to
 // its end are [block, end] instead of [seq, seq], and the keys past the block are never
-// multiplied (about half the matmul work of a masked dense pass at long sequences).
+// multiplied. This bounds the attention's temporaries; on this machine it is no faster than one
+// masked pass (docs/performance.md).
 constexpr int64_t kQueryBlock = 256;
 
 at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
