@@ -3,17 +3,27 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/index_checksums.h"
+
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
 
 std::optional<CheckpointReader> CheckpointReader::open(const std::string& root, std::optional<int64_t> step) {
   std::optional<int64_t> iteration = step ? step : read_tracker(root);
   if (!iteration) return std::nullopt;
-  const std::string dir = checkpoint_dir(root, *iteration);
+  std::string dir = checkpoint_dir(root, *iteration);
+  if (!fs::is_directory(dir) && fs::is_directory(previous_copy_dir(dir))) {
+    spdlog::warn("--load: {} is missing but {} is there: a second save of iteration {} was interrupted; loading the "
+                 "earlier copy", dir, previous_copy_dir(dir), *iteration);
+    dir = previous_copy_dir(dir);
+  }
   if (!fs::is_directory(dir)) {
     throw std::runtime_error("--load: checkpoint directory " + dir + " does not exist" +
                              (step ? std::string(" (--ckpt-step ") + std::to_string(*step) + ")" : " (named by " + tracker_path(root) + ")"));
   }
+  verify_index_checksums(dir, *iteration);
   return CheckpointReader(dir, *iteration);
 }
 

@@ -27,6 +27,9 @@ std::string flat_key(const StatePath& path);
 std::string tracker_path(const std::string& root);
 // SAVE/iter_0000100, or SAVE/release for kReleaseIteration.
 std::string checkpoint_dir(const std::string& root, int64_t iteration);
+// Where a second save of an iteration keeps the first copy meanwhile: DIR.old (Note
+// [Re-saving an iteration] in checkpoint_saver.cpp).
+inline std::string previous_copy_dir(const std::string& dir) { return dir + ".old"; }
 
 // The iteration the tracker file names; nullopt when there is no tracker file. Throws
 // naming the file when it exists but holds neither a number nor "release".

@@ -1,5 +1,7 @@
 #include "launcher.h"
 
+#include "hang_watch.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -50,6 +53,7 @@ const IntFlag kIntFlags[] = {
     {"--master-port", &LaunchOptions::master_port, 0, 65535},
     {"--grace-seconds", &LaunchOptions::grace_seconds, 0, 86400},
     {"--omp-num-threads", &LaunchOptions::omp_num_threads, 0, 1024},
+    {"--hang-timeout-seconds", &LaunchOptions::hang_timeout_seconds, 0, 7 * 86400},
 };
 
 const IntFlag* find_int_flag(const std::string& name) {
@@ -264,7 +268,8 @@ void pump(Stream& s, int max_reads) {
   }
 }
 
-std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank, int port) {
+// `heartbeat_file`: the rank's MEGACPP_HEARTBEAT_FILE, "" when hang detection is off.
+std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank, int port, const std::string& heartbeat_file) {
   const int rank = o.node_rank * o.nproc_per_node + local_rank;
   std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(rank)},
@@ -274,7 +279,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
       {"GROUP_RANK", std::to_string(o.node_rank)},
       {"NODE_RANK", std::to_string(o.node_rank)},
       {"MASTER_ADDR", o.master_addr},
-      {"MASTER_PORT", std::to_string(port)}};
+      {"MASTER_PORT", std::to_string(port)},
+      {"MEGACPP_HEARTBEAT_FILE", heartbeat_file}};
   for (auto& var : thread_environment(o)) vars.push_back(std::move(var));
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -383,7 +389,8 @@ std::string describe_exit(const Rank& r, int status) {
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& opts, int port, int signal_fd)
-      : opts_(opts), port_(port), signal_fd_(signal_fd) {}
+      : opts_(opts), port_(port), signal_fd_(signal_fd),
+        hang_watch_(opts.hang_timeout_seconds > 0 ? std::make_unique<HangWatch>(opts.hang_timeout_seconds) : nullptr) {}
 
   int run() {
     spawn_all();
@@ -395,6 +402,7 @@ class Supervisor {
       }
       poll_once();
       reap();
+      check_progress();
       if (stopping_ && !killed_ && Clock::now() >= kill_at_) escalate();
     }
     for (Rank& r : ranks_)
@@ -413,7 +421,7 @@ class Supervisor {
       r.rank = opts_.node_rank * opts_.nproc_per_node + l;
       init_stream(r.out, r.rank, STDOUT_FILENO);
       init_stream(r.err, r.rank, STDERR_FILENO);
-      std::vector<std::string> env = rank_environment(opts_, l, port_);
+      std::vector<std::string> env = rank_environment(opts_, l, port_, hang_watch_ ? hang_watch_->file_for(r.rank) : "");
       std::vector<char*> envp = c_array(env);
       try {
         spawn_rank(r, argv.data(), envp.data());
@@ -423,6 +431,7 @@ class Supervisor {
         start_teardown(SIGTERM);
         return;
       }
+      if (hang_watch_) hang_watch_->watch(r.rank, r.pid);
     }
   }
 
@@ -483,8 +492,20 @@ class Supervisor {
     }
   }
 
+  // Note [Hang detection] (hang_watch.h), once a second.
+  void check_progress() {
+    if (!hang_watch_ || stopping_ || Clock::now() < next_progress_check_) return;
+    next_progress_check_ = Clock::now() + std::chrono::seconds(1);
+    if (auto report = hang_watch_->check()) {
+      say(*report + "; stopping the job");
+      hung_ = true;
+      start_teardown(SIGTERM);
+    }
+  }
+
   void on_exit(Rank& r, int status) {
     r.running = false;
+    if (hang_watch_) hang_watch_->forget(r.rank);
     // Print what the rank wrote before it died ahead of the failure message.
     pump(r.out, 64);
     pump(r.err, 64);
@@ -524,6 +545,10 @@ class Supervisor {
 
   int finish() const {
     if (got_signal_ != 0) return 128 + got_signal_;
+    if (hung_) {
+      say("stopping: a rank made no progress (see above)");
+      return 1;
+    }
     if (failed_rank_ >= 0) {
       say("stopping: rank " + std::to_string(failed_rank_) + " failed first");
       return 1;
@@ -535,6 +560,9 @@ class Supervisor {
   const int port_;
   const int signal_fd_;
   std::vector<Rank> ranks_;
+  std::unique_ptr<HangWatch> hang_watch_;  // null with --hang-timeout-seconds 0
+  Clock::time_point next_progress_check_{};
+  bool hung_ = false;
   int failed_rank_ = -1;
   int got_signal_ = 0;
   bool stopping_ = false;
@@ -607,6 +635,9 @@ options (also --opt=VALUE and underscore spellings such as --nproc_per_node):
   --omp-num-threads N  OMP_NUM_THREADS of every rank (default: the environment's,
                        else 1 when --nproc-per-node > 1, as torchrun); ranks also
                        get OMP_WAIT_POLICY=PASSIVE unless it is set
+  --hang-timeout-seconds S
+                       stop the job when a rank of megacpp-train makes no progress
+                       for S seconds, naming it (default 300; 0: off)
   -h, --help           show this help
   --                   end of options: the next token is PROGRAM
 

@@ -25,6 +25,9 @@ struct LaunchOptions {
   // OMP_NUM_THREADS of every rank; 0: the environment's, else 1 when several ranks share the
   // node (as torchrun does), so that ranks do not oversubscribe the cores.
   int omp_num_threads = 0;
+  // Stop the job when a rank reports no progress for this long (Note [Hang detection] in
+  // hang_watch.h); 0: off.
+  int hang_timeout_seconds = 300;
   bool help = false;        // -h/--help seen; `command` may then be empty
   std::vector<std::string> command;  // PROGRAM followed by its arguments
 };

@@ -7,7 +7,9 @@
 
 #include <cxxopts.hpp>
 
+#include "megacpp/checked_math.h"
 #include "megacpp/model_arguments.h"
+#include "megacpp/training/checkpoint_compatibility.h"
 #include "models/registry.h"
 
 namespace megacpp {
@@ -42,6 +44,7 @@ cxxopts::Options make_options() {
       ("adam-beta2", "AdamW beta2", cxxopts::value<std::string>()->default_value("0.999"))
       ("adam-eps", "AdamW epsilon", cxxopts::value<std::string>()->default_value("1e-8"))
       ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<std::string>()->default_value("1.0"))
+      ("no-check-for-nan-in-loss-and-grad", "go on when a loss or the gradient norm is NaN or Inf (by default the run stops)")
       ("seed", "random seed", cxxopts::value<std::string>()->default_value("1234"))
       ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)");
   o.add_options("data")
@@ -71,6 +74,9 @@ cxxopts::Options make_options() {
       ("no-load-optim", "do not load the optimizer state")
       ("no-load-rng", "do not load the random number generator states")
       ("finetune", "load only the model weights and start at iteration 0")
+      ("dist-ckpt-strictness", "tensors in the --load checkpoint the model does not have: raise_unexpected, raise_all, "
+       "log_unexpected, log_all, assume_ok_unexpected or ignore_all (the last four need --finetune)",
+       cxxopts::value<std::string>()->default_value("raise_unexpected"))
       ("async-save", "write checkpoints in the background while training goes on")
       ("no-initialization", "skip weight initialization (the weights come from --load)");
   o.add_options("logging")
@@ -87,6 +93,9 @@ cxxopts::Options make_options() {
 void validate(const TrainingArguments& a) {
   require(a.seq_length > 0, "--seq-length must be positive");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
+  // Each micro-batch is seq + 1 token ids of 8 bytes per sample.
+  checked_product({{a.micro_batch_size, "--micro-batch-size"}, {checked_sum({{a.seq_length, "--seq-length"}, {1, "1"}}, "the sample length"), "(--seq-length + 1)"}, {8, "8 bytes"}},
+                  "the bytes of a micro-batch");
   require(a.global_batch_size >= 0, "--global-batch-size must be >= 0 (0: micro batch x data-parallel size)");
   require(a.train_iters > 0, "--train-iters must be positive");
   require(a.lr >= 0, "--lr must be >= 0");
@@ -117,6 +126,9 @@ void validate(const TrainingArguments& a) {
   require(a.ckpt_step >= -1, "--ckpt-step must be an iteration number");
   require(a.ckpt_step < 0 || !a.load.empty(), "--ckpt-step needs --load");
   require(!a.finetune || !a.load.empty(), "--finetune needs --load");
+  require(training::parse_dist_ckpt_strictness(a.dist_ckpt_strictness) == training::UnexpectedKeys::kRaise || a.finetune,
+          "--dist-ckpt-strictness " + a.dist_ckpt_strictness +
+              " needs --finetune: a resumed run loads exactly the model it saved");
   require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
@@ -193,6 +205,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.adam_beta2 = number<double>(r, "adam-beta2");
   a.adam_eps = number<double>(r, "adam-eps");
   a.clip_grad = number<double>(r, "clip-grad");
+  a.check_for_nan_in_loss_and_grad = !r["no-check-for-nan-in-loss-and-grad"].as<bool>();
   a.seed = number<uint64_t>(r, "seed");
   a.mock_data = r["mock-data"].as<bool>();
   a.data_path = split_words(r["data-path"].as<std::string>());
@@ -222,6 +235,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.no_load_optim = r["no-load-optim"].as<bool>();
   a.no_load_rng = r["no-load-rng"].as<bool>();
   a.finetune = r["finetune"].as<bool>();
+  a.dist_ckpt_strictness = r["dist-ckpt-strictness"].as<std::string>();
   a.async_save = r["async-save"].as<bool>();
   a.no_initialization = r["no-initialization"].as<bool>();
   if (a.tokenizer.type != "NullTokenizer" && a.tokenizer.vocab_size != 0) {
@@ -235,7 +249,8 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
 }
 
 int64_t gradient_accumulation_steps(const TrainingArguments& args, int data_parallel_size) {
-  const int64_t per_step = args.micro_batch_size * data_parallel_size;
+  const int64_t per_step = checked_product(
+      {{args.micro_batch_size, "--micro-batch-size"}, {data_parallel_size, "data-parallel size"}}, "the samples per micro-step");
   const int64_t global = args.global_batch_size > 0 ? args.global_batch_size : per_step;
   require(global % per_step == 0,
           "--global-batch-size (" + std::to_string(global) + ") must be divisible by --micro-batch-size (" +

@@ -34,6 +34,7 @@ struct TrainingArguments {
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double clip_grad = 1.0;
+  bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   // data
   bool mock_data = false;
   std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."
@@ -68,6 +69,9 @@ struct TrainingArguments {
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool finetune = false;
+  // Tensors in a --load checkpoint that the model does not have: raise (megacpp's default),
+  // log or ignore; the latter two only with --finetune.
+  std::string dist_ckpt_strictness = "raise_unexpected";
   bool async_save = false;
   bool no_initialization = false;
 };

@@ -32,6 +32,10 @@ class ModelConfig {
   virtual nlohmann::json to_args() const = 0;
   // The megacpp-train flags that build it, e.g. "--num-layers 2 --hidden-size 64".
   virtual std::string to_flags() const = 0;
+  // Whether a checkpoint's value of to_args() field `field` must equal this config's for the
+  // checkpoint to load into the model (--load refuses it otherwise). Fields that change no
+  // weight nor what the weights compute may differ: return false for them.
+  virtual bool checkpoint_must_match(const std::string& field) const { return true; }
 };
 
 // What the rest of the run decides for the model: the vocabulary (the tokenizer's, padded)

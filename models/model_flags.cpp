@@ -1,5 +1,6 @@
 #include "models/model_flags.h"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -27,6 +28,10 @@ T parse_flag_number(const std::string& flag, const std::string& text) {
   if (used == 0 || used != text.size()) {
     throw std::invalid_argument("--" + flag + ": '" + text + "' is not a valid " +
                                 (std::is_floating_point_v<T> ? "number" : "integer"));
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    // std::stod reads "nan" and "inf"; no flag of a training run means either.
+    if (!std::isfinite(value)) throw std::invalid_argument("--" + flag + ": '" + text + "' is not a finite number");
   }
   return value;
 }

@@ -61,9 +61,23 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
       rt->store_ = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), rt->store_);
     }
   } catch (const std::exception& e) {
+    const std::string what = e.what();
+    if (store_options.isServer && (what.find("ddress already in use") != std::string::npos || what.find("EADDRINUSE") != std::string::npos)) {
+      throw std::runtime_error("MASTER_PORT " + std::to_string(env.master_port) + " is already in use on this host (by another job?): rank 0 "
+                               "cannot host the rendezvous store there; give another port (megacpp-run --master-port 0 picks a "
+                               "free one)");
+    }
     throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" +
                              std::to_string(env.master_port) + " failed for rank " +
-                             std::to_string(env.rank) + ": " + e.what());
+                             std::to_string(env.rank) + ": " + what);
+  }
+  // A second job started on the same port finds the first one's store: its ranks must leave
+  // before they touch it (their Gloo connections would break the first job).
+  if (rt->store_->add("megacpp/joined/rank_" + std::to_string(env.rank), 1) != 1) {
+    throw std::runtime_error("the rendezvous store at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) +
+                             " already has a rank " + std::to_string(env.rank) +
+                             ": it belongs to another job started on the same port; give this one another port (megacpp-run "
+                             "--master-port 0 picks a free one)");
   }
   try {
     rt->world_ = rt->new_group(all);

@@ -1,9 +1,11 @@
 #include "serialization/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace megacpp::serialization {
@@ -44,6 +46,17 @@ void AtomicFile::commit() {
     std::remove(tmp_.c_str());
     throw std::runtime_error("cannot rename '" + tmp_ + "' to '" + path_ + "': " + e);
   }
+  fsync_directory(std::filesystem::path(path_).parent_path().string());
+}
+
+void fsync_directory(const std::string& dir) {
+  const std::string path = dir.empty() ? "." : dir;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw std::runtime_error("cannot open directory '" + path + "' to sync it: " + errno_text());
+  const bool ok = ::fsync(fd) == 0;
+  const std::string err = ok ? "" : errno_text();
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot sync directory '" + path + "': " + err);
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {

@@ -20,13 +20,17 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   void write(const void* data, std::size_t n);
-  // fsync, close and rename onto PATH; throws naming the file on failure.
+  // fsync, close, rename onto PATH and fsync PATH's directory (so the rename survives a power
+  // loss); throws naming the file on failure.
   void commit();
 
  private:
   std::string path_, tmp_;
   std::FILE* file_ = nullptr;
 };
+
+// fsync()s directory `dir`, making the renames and creations in it durable. Throws naming it.
+void fsync_directory(const std::string& dir);
 
 // The whole of `bytes` as PATH, atomically.
 void write_file_atomically(const std::string& path, const std::string& bytes);

@@ -1,6 +1,8 @@
 #include "megacpp/config/fsdp2_config_yaml.h"
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -23,24 +25,56 @@ const std::set<std::string> kRollOnlyKeys = {"fsdp_size",        "offload_policy
                                              "apply_expert_patch", "apply_tiled_mlp", "tiled_num_shards",
                                              "async_save_ckpt",  "ulysses_size"};
 
-[[noreturn]] void fail(const std::string& source, const std::string& key, const std::string& what) {
-  throw std::invalid_argument(source + ": key '" + key + "': " + what);
+// "FILE:LINE" of `node`, or "FILE" for a node the file does not have.
+std::string where(const std::string& source, const YAML::Node& node) {
+  if (!node.IsDefined() || node.Mark().is_null()) return source;
+  return source + ":" + std::to_string(node.Mark().line + 1);
+}
+
+// "FILE:LINE: key 'KEY': WHAT", the line being that of `node`.
+[[noreturn]] void fail(const std::string& source, const YAML::Node& node, const std::string& key, const std::string& what) {
+  throw std::invalid_argument(where(source, node) + ": key '" + key + "': " + what);
 }
 
 // A ROLL key megacpp reads but does not implement, set to something other than its default.
-[[noreturn]] void not_supported(const std::string& source, const std::string& key, const std::string& missing,
-                                const std::string& accepted) {
-  fail(source, key, "not supported in megacpp (" + missing + "); remove it or set it to " + accepted);
+[[noreturn]] void not_supported(const std::string& source, const YAML::Node& node, const std::string& key,
+                                const std::string& missing, const std::string& accepted) {
+  fail(source, node, key, "not supported in megacpp (" + missing + "); remove it or set it to " + accepted);
+}
+
+const char* node_kind(const YAML::Node& node) {
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
 }
 
 template <class T>
 T scalar(const YAML::Node& node, const std::string& source, const std::string& key, const char* type) {
-  if (!node.IsScalar()) fail(source, key, std::string("expected ") + type);
+  if (!node.IsScalar()) fail(source, node, key, std::string("expected ") + type + ", got " + node_kind(node));
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
-    fail(source, key, std::string("expected ") + type + ", got '" + node.Scalar() + "'");
+    fail(source, node, key, std::string("expected ") + type + ", got '" + node.Scalar() + "'");
   }
+}
+
+// The keys of mapping `node` in order, each once: a key given twice is an error (yaml-cpp would
+// keep both, and the later one would silently win). `prefix` is how they are named in errors.
+struct MappingItem {
+  std::string name;
+  YAML::Node key, value;
+};
+std::vector<MappingItem> mapping_items(const YAML::Node& node, const std::string& source, const std::string& prefix) {
+  std::vector<MappingItem> items;
+  std::map<std::string, YAML::Node> first_seen;
+  for (const auto& item : node) {
+    if (!item.first.IsScalar()) fail(source, item.first, prefix + "?", "a key must be a name, not " + std::string(node_kind(item.first)));
+    const std::string key = item.first.Scalar();
+    auto [previous, inserted] = first_seen.emplace(key, item.first);
+    if (!inserted) fail(source, item.first, prefix + key, "given twice (first at " + where(source, previous->second) + "); keep one");
+    items.push_back({key, item.first, item.second});
+  }
+  return items;
 }
 
 // A boolean; `null` gives `if_null`.
@@ -52,7 +86,7 @@ std::vector<std::string> string_list(const YAML::Node& node, const std::string& 
                                      const char* item = "a module pattern") {
   if (node.IsNull()) return {};
   if (node.IsScalar()) return {node.Scalar()};
-  if (!node.IsSequence()) fail(source, key, std::string("expected a list of ") + item + "s");
+  if (!node.IsSequence()) fail(source, node, key, std::string("expected a list of ") + item + "s, got " + node_kind(node));
   std::vector<std::string> out;
   for (const auto& element : node) out.push_back(scalar<std::string>(element, source, key, item));
   return out;
@@ -60,16 +94,17 @@ std::vector<std::string> string_list(const YAML::Node& node, const std::string& 
 
 c10::optional<c10::ScalarType> optional_dtype(const YAML::Node& node, const std::string& source, const std::string& key) {
   if (node.IsNull()) return c10::nullopt;
+  const std::string text = scalar<std::string>(node, source, key, "a dtype");
   try {
-    return parse_dtype(scalar<std::string>(node, source, key, "a dtype"), key);
+    return parse_dtype(text, key);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(source + ": " + e.what());
+    throw std::invalid_argument(where(source, node) + ": " + e.what());
   }
 }
 
 int non_negative(const YAML::Node& node, const std::string& source, const std::string& key) {
   int value = scalar<int>(node, source, key, "an integer");
-  if (value < 0) fail(source, key, "must be >= 0");
+  if (value < 0) fail(source, node, key, "must be >= 0");
   return value;
 }
 
@@ -78,23 +113,24 @@ int non_negative(const YAML::Node& node, const std::string& source, const std::s
 YAML::Node strategy_config_of(const YAML::Node& node, const std::string& source, const std::string& prefix) {
   YAML::Node config;
   bool found = false;
-  for (const auto& item : node) {
-    const std::string key = item.first.as<std::string>();
+  for (const auto& [key, key_node, value] : mapping_items(node, source, prefix)) {
     if (key == "strategy_name") {
-      const std::string name = scalar<std::string>(item.second, source, prefix + key, "a strategy name");
+      const std::string name = scalar<std::string>(value, source, prefix + key, "a strategy name");
       if (name != "fsdp2_train" && name != "fsdp2_infer") {
-        fail(source, prefix + key, "megacpp reads FSDP2 strategies only (fsdp2_train or fsdp2_infer), got '" + name + "'");
+        fail(source, value, prefix + key, "megacpp reads FSDP2 strategies only (fsdp2_train or fsdp2_infer), got '" + name + "'");
       }
     } else if (key == "strategy_config") {
-      config = item.second;
+      config = value;
       found = true;
     } else {
-      fail(source, prefix + key, "not allowed beside strategy_config (ROLL's layout is strategy_args: "
-                                 "{strategy_name, strategy_config}); put the key under strategy_config");
+      fail(source, key_node, prefix + key, "not allowed beside strategy_config (ROLL's layout is strategy_args: "
+                                        "{strategy_name, strategy_config}); put the key under strategy_config");
     }
   }
-  if (!found) fail(source, prefix + "strategy_config", "missing (ROLL's strategy_args holds its FSDP2 keys there)");
-  if (!config.IsNull() && !config.IsMap()) fail(source, prefix + "strategy_config", "expected a mapping of fsdp2 keys");
+  if (!found) fail(source, node, prefix + "strategy_config", "missing (ROLL's strategy_args holds its FSDP2 keys there)");
+  if (!config.IsNull() && !config.IsMap()) {
+    fail(source, config, prefix + "strategy_config", std::string("expected a mapping of fsdp2 keys, got ") + node_kind(config));
+  }
   return config;
 }
 
@@ -102,15 +138,13 @@ YAML::Node strategy_config_of(const YAML::Node& node, const std::string& source,
 void read_wrap_policy(const YAML::Node& node, const std::string& source, const std::string& prefix,
                       models::FSDP2Config& c, bool& classes_given) {
   if (node.IsNull()) return;
-  if (!node.IsMap()) fail(source, prefix, "expected a mapping (" + std::string(kWrapPolicyKeys) + ")");
-  for (const auto& item : node) {
-    const std::string key = prefix + "." + item.first.as<std::string>();
-    const std::string name = item.first.as<std::string>();
-    const YAML::Node& v = item.second;
+  if (!node.IsMap()) fail(source, node, prefix, "expected a mapping (" + std::string(kWrapPolicyKeys) + ")");
+  for (const auto& [name, key_node, v] : mapping_items(node, source, prefix + ".")) {
+    const std::string key = prefix + "." + name;
     if (name == "transformer_layer_cls_to_wrap") {
       c.module_classes_to_wrap = string_list(v, source, key, "class name");
       if (c.module_classes_to_wrap.empty()) {
-        fail(source, key, "expected a non-empty list of class names (e.g. [LlamaDecoderLayer]); remove the key to "
+        fail(source, v, key, "expected a non-empty list of class names (e.g. [LlamaDecoderLayer]); remove the key to "
                           "wrap the model's decoder layers");
       }
       classes_given = true;
@@ -120,9 +154,9 @@ void read_wrap_policy(const YAML::Node& node, const std::string& source, const s
       c.wrap_lm_output = flag(v, source, key, false);
     } else if (name == "moe_experts") {
       auto experts = string_list(v, source, key, "class name");
-      if (!experts.empty()) not_supported(source, key, "megacpp has no MoE models or expert wrapping", "[] or null");
+      if (!experts.empty()) not_supported(source, key_node, key, "megacpp has no MoE models or expert wrapping", "[] or null");
     } else {
-      fail(source, key, "unknown key (known: " + std::string(kWrapPolicyKeys) + ")");
+      fail(source, key_node, key, "unknown key (known: " + std::string(kWrapPolicyKeys) + ")");
     }
   }
 }
@@ -139,30 +173,41 @@ c10::ScalarType parse_dtype(const std::string& text, const std::string& key) {
 
 models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::string& source,
                                        const models::FSDP2Config& defaults) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(yaml_text);
+    documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     throw std::invalid_argument(source + ": not valid YAML: " + e.what());
   }
+  // A second document ('---') would be ignored: refuse it rather than guess which one is meant.
+  for (size_t i = 1; i < documents.size(); ++i) {
+    if (!documents[i].IsNull()) {
+      throw std::invalid_argument(where(source, documents[i]) + ": a second YAML document ('---'); an fsdp2 config is one mapping");
+    }
+  }
+  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   models::FSDP2Config c = defaults;
   if (root.IsNull()) return c;
-  if (!root.IsMap()) throw std::invalid_argument(source + ": expected a mapping of fsdp2 keys");
+  if (!root.IsMap()) {
+    throw std::invalid_argument(where(source, root) + ": expected a mapping of fsdp2 keys, got " +
+                                (root.IsSequence() ? std::string("a list") : "'" + root.Scalar() + "'"));
+  }
 
   // ROLL's nesting: strategy_args: {strategy_name, strategy_config: {...}}, or strategy_config
   // (with an optional strategy_name) at the top.
   YAML::Node body = root;
   std::string prefix;
   bool roll_style = false;
-  for (const auto& item : root) {
-    const std::string key = item.first.as<std::string>();
+  const auto root_items = mapping_items(root, source, "");
+  for (const auto& [key, key_node, value] : root_items) {
     if (key == "strategy_args") {
-      for (const auto& other : root) {
-        const std::string other_key = other.first.as<std::string>();
-        if (other_key != key) fail(source, other_key, "not allowed beside strategy_args; put it under strategy_args.strategy_config");
+      for (const auto& other : root_items) {
+        if (other.name != key) {
+          fail(source, other.key, other.name, "not allowed beside strategy_args; put it under strategy_args.strategy_config");
+        }
       }
-      if (!item.second.IsMap()) fail(source, key, "expected a mapping with strategy_name and strategy_config");
-      body.reset(strategy_config_of(item.second, source, "strategy_args."));
+      if (!value.IsMap()) fail(source, value, key, "expected a mapping with strategy_name and strategy_config");
+      body.reset(strategy_config_of(value, source, "strategy_args."));
       prefix = "strategy_args.strategy_config.";
       roll_style = true;
     } else if (key == "strategy_config") {
@@ -173,14 +218,12 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
     if (roll_style) break;
   }
 
-  std::set<std::string> seen;
+  std::map<std::string, YAML::Node> seen;  // name -> its key node
   bool classes_given = false;
   if (!body.IsNull()) {
-    for (const auto& item : body) {
-      const std::string name = item.first.as<std::string>();
+    for (const auto& [name, key_node, v] : mapping_items(body, source, prefix)) {
       const std::string key = prefix + name;
-      const YAML::Node& v = item.second;
-      seen.insert(name);
+      seen.emplace(name, key_node);
       if (kRollOnlyKeys.count(name)) roll_style = true;
       // MindSpeed's keys (ROLL shares param_dtype, reduce_dtype and reshard_after_forward).
       if (name == "sharding_size" || name == "fsdp_size") {
@@ -208,22 +251,22 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       } else if (name == "wrap_policy") {  // ROLL's strategy_config keys from here on
         read_wrap_policy(v, source, key, c, classes_given);
       } else if (name == "offload_policy") {
-        if (flag(v, source, key, false)) not_supported(source, key, "no CPU offload of parameters", "false");
+        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no CPU offload of parameters", "false");
       } else if (name == "apply_expert_patch") {
-        if (flag(v, source, key, false)) not_supported(source, key, "no MoE expert patch: megacpp has no MoE models", "false");
+        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no MoE expert patch: megacpp has no MoE models", "false");
       } else if (name == "apply_tiled_mlp") {
-        if (flag(v, source, key, false)) not_supported(source, key, "no TiledMLP", "false");
+        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no TiledMLP", "false");
       } else if (name == "tiled_num_shards") {
         int shards = v.IsNull() ? 4 : scalar<int>(v, source, key, "an integer");
-        if (shards != 1 && shards != 4) not_supported(source, key, "no TiledMLP", "1 or ROLL's default 4");
+        if (shards != 1 && shards != 4) not_supported(source, key_node, key, "no TiledMLP", "1 or ROLL's default 4");
       } else if (name == "async_save_ckpt") {
         c.async_save_ckpt = flag(v, source, key, false);
       } else if (name == "ulysses_size") {
         int size = v.IsNull() ? 1 : scalar<int>(v, source, key, "an integer");
-        if (size < 1) fail(source, key, "must be >= 1");
-        if (size > 1) not_supported(source, key, "no Ulysses context parallelism", "1");
+        if (size < 1) fail(source, v, key, "must be >= 1");
+        if (size > 1) not_supported(source, key_node, key, "no Ulysses context parallelism", "1");
       } else {
-        fail(source, key, "unknown key (MindSpeed keys: " + std::string(kMindSpeedKeys) +
+        fail(source, key_node, key, "unknown key (MindSpeed keys: " + std::string(kMindSpeedKeys) +
                               "; ROLL strategy_config keys: " + std::string(kRollKeys) + ")");
       }
     }
@@ -236,7 +279,7 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
   for (const Twin& t : {Twin{"sharding_size", "fsdp_size", "the sharding group size"},
                         Twin{"sub_modules_to_wrap", "wrap_policy", "which modules are wrapped"}}) {
     if (seen.count(t.mindspeed) && seen.count(t.roll)) {
-      fail(source, prefix + t.roll,
+      fail(source, seen.at(t.roll), prefix + t.roll,
            std::string("also given as '") + prefix + t.mindspeed + "': both set " + t.what +
                " (MindSpeed's and ROLL's spellings); keep one of them");
     }
@@ -248,6 +291,10 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
 }
 
 models::FSDP2Config load_fsdp2_config(const std::string& path, const models::FSDP2Config& defaults) {
+  // An ifstream opens a directory and reads it as empty: the defaults would go on silently.
+  if (std::filesystem::is_directory(path)) {
+    throw std::invalid_argument("--fsdp2-config-path: '" + path + "' is a directory; give the YAML file");
+  }
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("--fsdp2-config-path: cannot read '" + path + "'");
   std::stringstream text;

@@ -231,7 +231,7 @@ class Hdf5TokenDataset final : public TokenDataset {
       check(H5Dread(tokens_.get(), memory_type(dtype_), range.memory.get(), range.file.get(), H5P_DEFAULT, raw.data()),
             file_, "H5Dread (tokens)");
     }
-    widen_tokens(dtype_, raw.data(), count, out);
+    widen_tokens(dtype_, raw.data(), count, out, file_, sequence);
   }
 
   const std::vector<int64_t>& document_indices() const override { return document_indices_; }

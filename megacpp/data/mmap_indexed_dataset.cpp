@@ -105,7 +105,7 @@ class MmapTokenDataset final : public TokenDataset {
     check_read_range(sequence, num_sequences(), offset, count, length_at(sequence), prefix_);
     if (count == 0) return;
     const int64_t byte = pointer_at(sequence) + offset * static_cast<int64_t>(dtype_bytes_);
-    widen_tokens(dtype_, bin_.data() + byte, count, out);
+    widen_tokens(dtype_, bin_.data() + byte, count, out, prefix_ + ".bin", sequence);
   }
 
   const std::vector<int64_t>& document_indices() const override { return document_indices_; }

@@ -38,9 +38,11 @@ decltype(auto) visit_dtype(TokenDtype dtype, F&& f) {
   throw std::invalid_argument("invalid token dtype code " + std::to_string(static_cast<int>(dtype)));
 }
 
-// Widens `count` tokens stored as `dtype` at `src` (any alignment) into int64 `out`.
-// Both back ends read through this, so they agree on every dtype (floats truncate).
-inline void widen_tokens(TokenDtype dtype, const void* src, int64_t count, int64_t* out) {
+// Widens `count` tokens of sequence `sequence` stored as `dtype` at `src` (any alignment) into
+// int64 `out`. Both back ends read through this, so they agree on every dtype (floats truncate).
+// Throws std::out_of_range naming `file` for a float token that has no int64 value.
+inline void widen_tokens(TokenDtype dtype, const void* src, int64_t count, int64_t* out, const std::string& file,
+                         int64_t sequence) {
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const auto* bytes = static_cast<const unsigned char*>(src);
@@ -49,7 +51,10 @@ inline void widen_tokens(TokenDtype dtype, const void* src, int64_t count, int64
       std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
       if constexpr (std::is_floating_point_v<T>) {
         // Casting NaN or a value beyond int64 is undefined: a corrupt float file must not be.
-        if (!(v >= -9.2e18 && v <= 9.2e18)) throw std::out_of_range("a floating-point token is NaN or beyond int64");
+        if (!(v >= -9.2e18 && v <= 9.2e18)) {
+          throw std::out_of_range(file + ": sequence " + std::to_string(sequence) + ": the " + dtype_name(dtype) +
+                                  " token " + std::to_string(v) + " is not a token id (NaN, infinite or beyond int64)");
+        }
       }
       out[i] = static_cast<int64_t>(v);
     }

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
+#include "megacpp/training/checkpoint_compatibility.h"
 #include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
@@ -195,12 +196,45 @@ void load_rows(const checkpoint::DcpReader& reader, const checkpoint::StatePath&
   dest.copy_(staging);
 }
 
+// Refuses a checkpoint of another model: other `args`, or tensors the model does not have.
+void check_model_fits(const TrainingArguments& args, const checkpoint::CheckpointReader& reader,
+                      const std::vector<ParamSlot>& slots) {
+  const UnexpectedKeys policy = parse_dist_ckpt_strictness(args.dist_ckpt_strictness);
+  if (reader.has_object("args")) {
+    try {
+      check_checkpoint_model(checkpoint::args_json(reader.object("args")), *args.model, reader.dir());
+    } catch (const std::runtime_error& e) {
+      if (policy == UnexpectedKeys::kRaise) throw;  // only --finetune allows another policy
+      spdlog::warn("{}; fine-tuning it anyway (--dist-ckpt-strictness {})", e.what(), args.dist_ckpt_strictness);
+    }
+  }
+  const checkpoint::CheckpointFormat format = reader.format();
+  std::vector<std::string> expected;
+  for (const auto& slot : slots) {
+    expected.push_back(format.model_key(slot.fqn));
+    for (const char* state : {"exp_avg", "exp_avg_sq", "step"}) expected.push_back(flat_key(format.optimizer_state(slot.fqn, state)));
+  }
+  for (const auto& key : reader.tensors().metadata().keys()) {
+    if (key.rfind(flat_key({"rng_state"}) + ".", 0) == 0) expected.push_back(key);
+  }
+  const std::vector<std::string> unexpected = unexpected_tensors(reader.tensors(), expected);
+  if (unexpected.empty() || policy == UnexpectedKeys::kIgnore) return;
+  std::string listed;
+  for (size_t i = 0; i < unexpected.size() && i < 5; ++i) listed += (i ? ", " : "") + unexpected[i];
+  if (unexpected.size() > 5) listed += " and " + std::to_string(unexpected.size() - 5) + " more";
+  const std::string what = reader.dir() + " has " + std::to_string(unexpected.size()) + " tensors the model does not have: " + listed;
+  if (policy == UnexpectedKeys::kLog) return spdlog::warn("{} (ignored: --dist-ckpt-strictness {})", what, args.dist_ckpt_strictness);
+  throw std::runtime_error(what + ". Was it saved from another model? To load the tensors the model has and ignore the "
+                                  "others, add --finetune --dist-ckpt-strictness log_unexpected");
+}
+
 }  // namespace
 
 TrainingCheckpointer::TrainingCheckpointer(const TrainingArguments& args, parallel::DistributedRuntime& runtime,
                                            const parallel::DeviceMesh& mesh, bool async)
     : args_(args), runtime_(runtime), mesh_(mesh), async_(async) {
   if (!args.save.empty()) {
+    if (runtime.rank() == 0) save_lock_ = std::make_unique<checkpoint::SaveDirectoryLock>(args.save);
     saver_ = std::make_unique<checkpoint::CheckpointSaver>(runtime.store(), runtime.rank(), runtime.world_size());
   }
 }
@@ -282,6 +316,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
                model_only ? ", model weights only" : "");
 
   const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
+  check_model_fits(args_, *reader, slots);
   for (const auto& slot : slots) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
   if (model_only) return {};
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "checkpoint/checkpoint_saver.h"
+#include "checkpoint/save_lock.h"
 #include "megacpp/arguments.h"
 
 namespace torch::nn {
@@ -53,6 +54,7 @@ class TrainingCheckpointer {
   parallel::DistributedRuntime& runtime_;
   const parallel::DeviceMesh& mesh_;
   bool async_;
+  std::unique_ptr<checkpoint::SaveDirectoryLock> save_lock_;  // rank 0, with --save
   std::unique_ptr<checkpoint::CheckpointSaver> saver_;
 };
 

@@ -19,11 +19,13 @@
 #include "megacpp/logging.h"
 #include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/training/checkpointing.h"
+#include "megacpp/training/heartbeat.h"
 #include "megacpp/training/log_lines.h"
 #include "megacpp/training/lr_schedule.h"
 #include "megacpp/training/memory_report.h"
 #include "megacpp/training/optimizer.h"
 #include "megacpp/training/parameter_dump.h"
+#include "megacpp/training/step_health.h"
 #include "megacpp/training/training_data.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
@@ -73,6 +75,7 @@ class TrainingRun {
   explicit TrainingRun(const TrainingArguments& args) : args_(args) {}
 
   int run() {
+    heartbeat_.beat("starting: rendezvous, data and model");
     validate_configuration();
     start_processes();
     build_data();
@@ -167,6 +170,7 @@ class TrainingRun {
   }
 
   void load_checkpoint() {
+    heartbeat_.beat("loading the checkpoint");
     checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
                                                            args_.async_save || fsdp_config_.async_save_ckpt);
     progress_ = checkpointer_->load(*model_, *optimizer_);
@@ -195,13 +199,16 @@ class TrainingRun {
     }
   }
 
-  // One iteration: forward and backward over the micro-batches, clipping, the optimizer step.
-  // Returns the loss averaged over micro-batches and ranks, and the gradient norm.
+  // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
+  // the optimizer step. Returns the loss averaged over micro-batches and ranks, and the
+  // gradient norm.
   std::pair<double, double> train_step(double lr) {
     set_learning_rate(*optimizer_, lr);
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
     double loss_sum = 0;
+    const int64_t it = progress_.iteration + 1;
     for (int64_t m = 0; m < accumulation_; ++m) {
+      heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, accumulation_));
       at::Tensor tokens =
           load_micro_batch(*data_.splits[data::kTrain], progress_.consumed_train, m, slice_, args_.tokenizer_vocab_size)
               .to(device_);
@@ -210,12 +217,16 @@ class TrainingRun {
       (loss / static_cast<double>(accumulation_)).backward();
       loss_sum += loss.item<double>();
     }
-    const double loss = average_over_ranks(runtime_->world(), loss_sum / accumulation_, device_);
-    const double grad_norm = parallel::fsdp::clip_grad_norm(params_, args_.clip_grad, *mesh_);
+    heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
+    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_);
+    const StepHealth health =
+        gather_step_health(runtime_->world(), loss_sum / accumulation_, grad_norm.local_finite, device_);
+    if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it);
+    parallel::fsdp::clip_gradients(params_, args_.clip_grad, grad_norm.total);
     optimizer_->step();
     progress_.consumed_train += global_batch_;
     progress_.iteration += 1;
-    return {loss, grad_norm};
+    return {health.mean_loss, grad_norm.total};
   }
 
   IterationStats throughput(double ms) const {
@@ -283,6 +294,7 @@ class TrainingRun {
     {
       torch::NoGradGuard no_grad;
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
+        heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
           at::Tensor tokens = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
                                                args_.tokenizer_vocab_size).to(device_);
@@ -301,6 +313,7 @@ class TrainingRun {
   }
 
   void save_checkpoint() {
+    heartbeat_.beat(fmt::format("iteration {}: saving a checkpoint", progress_.iteration));
     checkpointer_->save(progress_, *model_, *optimizer_);
     last_saved_ = progress_.iteration;
   }
@@ -308,6 +321,7 @@ class TrainingRun {
   // As Megatron: the last iteration is saved too (unless it just was), then end-of-training
   // validation and test, the parameter dump, and the wait for a background save.
   void finish(bool exited_early) {
+    heartbeat_.beat("finishing: the last save, validation and test");
     if (!args_.save.empty() && last_saved_ != progress_.iteration) save_checkpoint();
     if (!exited_early && args_.eval_iters > 0) {
       if (data_.splits[data::kValid]) {
@@ -321,6 +335,7 @@ class TrainingRun {
   }
 
   const TrainingArguments& args_;
+  Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   parallel::LaunchEnvironment env_;
   models::FSDP2Config fsdp_config_;
   std::shared_ptr<parallel::DistributedRuntime> runtime_;

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "megacpp/checked_math.h"
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/data/mock_dataset.h"
 
@@ -10,10 +11,16 @@ namespace megacpp::training {
 TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch) {
   TrainingData result;
   const std::array<double, 3> split = data::parse_split(args.split);
-  const int64_t evaluations = args.train_iters / args.eval_interval + 1;  // every interval and at the end
-  result.samples_needed[data::kTrain] = args.train_iters * global_batch;
-  result.samples_needed[data::kValid] = split[data::kValid] > 0 ? evaluations * args.eval_iters * global_batch : 0;
-  result.samples_needed[data::kTest] = split[data::kTest] > 0 ? args.eval_iters * global_batch : 0;
+  const NamedValue iters{args.train_iters, "--train-iters"}, batch{global_batch, "global batch"},
+      eval_iters{args.eval_iters, "--eval-iters"};
+  // Validation every --eval-interval and at the end.
+  const NamedValue evaluations{checked_sum({{args.train_iters / args.eval_interval, "--train-iters / --eval-interval"}, {1, "1"}},
+                                           "the validation runs"),
+                               "validation runs"};
+  result.samples_needed[data::kTrain] = checked_product({iters, batch}, "the training samples");
+  result.samples_needed[data::kValid] =
+      split[data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
+  result.samples_needed[data::kTest] = split[data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;
   if (args.mock_data) {
     const int64_t vocab = args.tokenizer_vocab_size;
     for (int s = 0; s < 3; ++s) {

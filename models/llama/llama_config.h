@@ -36,6 +36,9 @@ struct LlamaConfig : ModelConfig {
   // padded_vocab_size, untie_embeddings_and_output_weights.
   nlohmann::json to_args() const override;
   std::string to_flags() const override;
+  // RoPE has no position table: --max-position-embeddings (by default the sequence length)
+  // changes no weight, so a checkpoint may be resumed with another one.
+  bool checkpoint_must_match(const std::string& field) const override { return field != "max_position_embeddings"; }
 };
 
 // Equal when both describe the same model: the 0 defaults are compared resolved (an explicit

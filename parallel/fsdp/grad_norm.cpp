@@ -1,6 +1,8 @@
 #include "parallel/fsdp/grad_norm.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -10,7 +12,7 @@
 
 namespace megacpp::parallel::fsdp {
 
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm, const DeviceMesh& mesh) {
+GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh) {
   torch::NoGradGuard no_grad;
   // Each gradient's norm in fp32 or wider (16-bit gradients are widened to fp32 first), squared
   // and summed in fp64: no fp64 copy of any gradient.
@@ -27,15 +29,24 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm, co
     return torch::cat(norms).pow(2).sum().reshape({1});
   };
   at::Tensor sharded_sq = sum_of_squares(sharded_norms), whole_sq = sum_of_squares(whole_norms);
+  // Whether this rank's part is finite, before the sum over ranks spreads a NaN to all of them.
+  at::Tensor local_finite = torch::isfinite(sharded_sq + whole_sq);
   all_reduce(mesh.fsdp(), sharded_sq, ReduceOp::kSum).wait();
-  const double norm = std::sqrt((sharded_sq + whole_sq).item<double>());
-  if (max_norm > 0 && norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (const auto& p : params) {
-      if (p.grad().defined()) p.grad().mul_(scale);
-    }
+  return {std::sqrt((sharded_sq + whole_sq).item<double>()), local_finite.item<bool>()};
+}
+
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, double norm) {
+  if (max_norm <= 0) return;
+  if (!std::isfinite(norm)) {
+    throw std::runtime_error("the gradient norm is " + std::to_string(norm) +
+                             ": non-finite gradients cannot be clipped (--clip-grad " + std::to_string(max_norm) + ")");
   }
-  return norm;
+  if (norm <= max_norm) return;
+  torch::NoGradGuard no_grad;
+  const double scale = max_norm / (norm + 1e-6);
+  for (const auto& p : params) {
+    if (p.grad().defined()) p.grad().mul_(scale);
+  }
 }
 
 }  // namespace megacpp::parallel::fsdp

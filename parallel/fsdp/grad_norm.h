@@ -9,10 +9,19 @@
 
 namespace megacpp::parallel::fsdp {
 
-// The L2 norm of all gradients of `params` as if they were whole: squares of sharded
-// gradients are summed over the fsdp group (replicas in ddp hold the same shard), whole
-// (unsharded) gradients count once. If `max_norm` > 0 and the norm exceeds it, every
-// gradient is scaled by max_norm / (norm + 1e-6). Returns the norm before clipping. Collective.
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm, const DeviceMesh& mesh);
+struct GradNorm {
+  double total = 0;          // the global norm, the same on every rank of the fsdp group
+  bool local_finite = true;  // this rank's own gradients (its shards and whole gradients) are finite
+};
+
+// The L2 norm of all gradients of `params` as if they were whole: squares of sharded gradients
+// are summed over the fsdp group (replicas in ddp hold the same shard), whole (unsharded)
+// gradients count once. Collective over the fsdp group.
+GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh);
+
+// If `max_norm` > 0 and `norm` exceeds it, scales every gradient by max_norm / (norm + 1e-6).
+// A non-finite `norm` cannot be clipped: throws std::runtime_error (as PyTorch's
+// clip_grad_norm_ with error_if_nonfinite) instead of leaving the gradients unclipped.
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, double norm);
 
 }  // namespace megacpp::parallel::fsdp

@@ -29,13 +29,6 @@ std::string fsdp(const std::string& dir, const std::string& yaml) {
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The iterations after `from` of a run, as a run of their own (for expect_same_losses).
 TrainRun tail(const TrainRun& run, size_t from) {
   TrainRun t = run;
@@ -67,7 +60,7 @@ TEST(Checkpoint, ResumeGivesTheSameLossesInBothFormatsSyncAndAsync) {
       TrainRun straight = testing::train(2, flags + " --save " + save + " --save-interval 5 --ckpt-format " + format + async);
       ASSERT_EQ(straight.result.status, 0) << straight.result.output;
       ASSERT_EQ(straight.losses.size(), 10u);
-      EXPECT_EQ(read_text(save + "/latest_checkpointed_iteration.txt"), "10");
+      EXPECT_EQ(testing::read_file(save + "/latest_checkpointed_iteration.txt"), "10");
       EXPECT_TRUE(fs::exists(save + "/iter_0000005/.metadata"));
       EXPECT_EQ(fs::exists(save + "/iter_0000005/metadata.json"), format == "torch_dist");
       EXPECT_FALSE(fs::exists(save + "/iter_0000005.tmp"));
@@ -160,14 +153,19 @@ TEST(Checkpoint, DamagedFilesAreReportedByName) {
   expect_failure(missing, "", "__1_0.distcp: cannot open");
   const std::string metadata = copy_of("metadata");
   fs::resize_file(metadata + "/iter_0000002/.metadata", 200);
+  expect_failure(metadata, "", "iter_0000002/.metadata has changed since megacpp wrote it");
+  fs::remove(metadata + "/iter_0000002/megacpp_checksums.json");  // as a checkpoint PyTorch wrote
   expect_failure(metadata, "", "iter_0000002/.metadata: pickle: truncated data");
-  // A model of another shape: the key and its two shapes are named.
-  TrainRun wider = testing::train(2, std::regex_replace(flags, std::regex("--ffn-hidden-size 70"), "--ffn-hidden-size 72") +
-                                         " --load " + dir + "/good");
-  EXPECT_NE(wider.result.status, 0);
-  EXPECT_NE(wider.result.output.find("key 'model.layers.0.mlp.gate_proj.weight' has shape [70, 40] in the checkpoint but [72, 40]"),
+  // A model of another shape: its args name the flag; loaded anyway, the key and its two shapes.
+  const std::string wider = std::regex_replace(flags, std::regex("--ffn-hidden-size 70"), "--ffn-hidden-size 72");
+  TrainRun refused = testing::train(2, wider + " --load " + dir + "/good");
+  EXPECT_NE(refused.result.status, 0);
+  EXPECT_NE(refused.result.output.find("--ffn-hidden-size is 70 there and 72 here"), std::string::npos) << refused.result.output;
+  TrainRun forced = testing::train(2, wider + " --load " + dir + "/good --finetune --dist-ckpt-strictness log_unexpected");
+  EXPECT_NE(forced.result.status, 0);
+  EXPECT_NE(forced.result.output.find("key 'model.layers.0.mlp.gate_proj.weight' has shape [70, 40] in the checkpoint but [72, 40]"),
             std::string::npos)
-      << wider.result.output;
+      << forced.result.output;
   // The good copy still loads.
   TrainRun good = testing::train(2, flags + " --load " + dir + "/good --train-iters 3");
   EXPECT_EQ(good.result.status, 0) << good.result.output;
@@ -191,13 +189,13 @@ TEST(Checkpoint, KilledDuringSaveLeavesThePreviousCheckpointLatest) {
   ASSERT_TRUE(fs::exists(tmp + "/__1_0.distcp")) << job.output();
   ::kill(-job.pid(), SIGKILL);
   job.wait(std::chrono::seconds(30));
-  EXPECT_EQ(read_text(dir + "/ckpt/latest_checkpointed_iteration.txt"), "2");
+  EXPECT_EQ(testing::read_file(dir + "/ckpt/latest_checkpointed_iteration.txt"), "2");
   EXPECT_FALSE(fs::exists(dir + "/ckpt/iter_0000004"));
   TrainRun resumed = testing::train(2, flags + " --load " + dir + "/ckpt --train-iters 4");
   ASSERT_EQ(resumed.result.status, 0) << resumed.result.output;
   EXPECT_NE(resumed.result.output.find("resuming at iteration 2"), std::string::npos) << resumed.result.output;
   EXPECT_EQ(resumed.losses.size(), 2u);
-  EXPECT_EQ(read_text(dir + "/ckpt/latest_checkpointed_iteration.txt"), "4");
+  EXPECT_EQ(testing::read_file(dir + "/ckpt/latest_checkpointed_iteration.txt"), "4");
   EXPECT_FALSE(fs::exists(tmp)) << "the next save replaces the killed one's leftovers";
 }
 
@@ -250,7 +248,7 @@ TEST(Checkpoint, ProcessAloneSavesAndResumes) {
   auto second = testing::run_command("env -u RANK -u WORLD_SIZE " + train + " --load " + dir + " --train-iters 3");
   ASSERT_EQ(second.status, 0) << second.output;
   EXPECT_NE(second.output.find("resuming at iteration 2"), std::string::npos) << second.output;
-  EXPECT_EQ(read_text(dir + "/latest_checkpointed_iteration.txt"), "3");
+  EXPECT_EQ(testing::read_file(dir + "/latest_checkpointed_iteration.txt"), "3");
 }
 
 TEST(Checkpoint, BadFlagsAreRefusedByName) {

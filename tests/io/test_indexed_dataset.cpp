@@ -241,6 +241,22 @@ TEST(TokenDataset, ReadOutsideASequenceThrowsNamingTheFile) {
   }
 }
 
+TEST(TokenDataset, NaNFloatTokenIsNamedWithItsFileAndSequence) {
+  TempDir dir;
+  write_dataset(dir / "floats", TokenDtype::kFloat32, {{{1, 2}}, {{3, 4, 5}}});
+  std::string bin = read_bytes(dir / "floats.bin");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bin.data() + 3 * sizeof(float), &nan, sizeof(float));  // sequence 1, token 1
+  write_bytes(dir / "floats.bin", bin);
+  auto dataset = open_token_dataset(dir / "floats");
+  int64_t out[3];
+  dataset->read(0, 0, 2, out);
+  const std::string message = error_of<std::out_of_range>([&] { dataset->read(1, 0, 3, out); });
+  EXPECT_NE(message.find(dir / "floats.bin"), std::string::npos) << message;
+  EXPECT_NE(message.find("sequence 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("nan"), std::string::npos) << message;
+}
+
 TEST(TokenDatasetWriter, NothingVisibleBeforeFinalizeAndNothingLeftWhenAbandoned) {
   TempDir dir;
   for (const std::string path : {dir / "data", dir / "data.h5"}) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <regex>
 
 #include "checkpoint/layout.h"
@@ -63,6 +64,13 @@ std::string write_file(const std::string& dir, const std::string& name, const st
   const std::string path = dir + "/" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace megacpp::testing

@@ -35,5 +35,7 @@ std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path);
 
 // Writes `text` to DIR/NAME and returns the path.
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text);
+// The whole of the file at `path` ("" when it cannot be read).
+std::string read_file(const std::string& path);
 
 }  // namespace megacpp::testing

@@ -114,6 +114,31 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   }
 }
 
+// std::stod reads "nan" and "inf"; no floating flag accepts them, the model family's included.
+TEST(Arguments, FloatingFlagsRefuseNanAndInfinity) {
+  for (const std::string flag : {"--lr", "--min-lr", "--init-method-std", "--adam-eps", "--adam-beta1", "--weight-decay",
+                                 "--clip-grad", "--peak-tflops", "--norm-epsilon", "--rotary-base"}) {
+    for (const std::string value : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+      EXPECT_NE(error_of({"--mock-data", flag, value}).find(flag + ": '" + value + "' is not a finite number"), std::string::npos)
+          << flag << " " << value;
+    }
+  }
+  EXPECT_NE(error_of({"--mock-data", "--lr", "1e999"}).find("--lr: '1e999' is not a valid number"), std::string::npos);
+  EXPECT_TRUE(parse({"--mock-data"}).check_for_nan_in_loss_and_grad);
+  EXPECT_FALSE(parse({"--mock-data", "--no-check-for-nan-in-loss-and-grad"}).check_for_nan_in_loss_and_grad);
+}
+
+// A micro-batch whose size in bytes does not fit in 64 bits is refused at once, by flag.
+TEST(Arguments, BatchArithmeticThatOverflowsNamesTheFlags) {
+  const std::string huge = error_of({"--mock-data", "--micro-batch-size", "4611686018427387904"});
+  EXPECT_NE(huge.find("--micro-batch-size (4611686018427387904) x (--seq-length + 1) (129) x 8 bytes (8): the bytes of a "
+                      "micro-batch overflows a 64-bit integer"),
+            std::string::npos)
+      << huge;
+  EXPECT_NE(error_of({"--mock-data", "--seq-length", "9223372036854775807"}).find("--seq-length (9223372036854775807) + 1 (1)"),
+            std::string::npos);
+}
+
 TEST(Arguments, DataTokenizerAndEvaluationFlags) {
   auto a = parse({"--data-path", "0.7", "/data/a_text_document", "0.3", "/data/b.h5", "--split", "98,2,0",
                   "--eval-interval", "50", "--eval-iters", "4", "--exit-interval", "30", "--peak-tflops", "989",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <dirent.h>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
@@ -101,13 +102,49 @@ TEST(FSDP2ConfigYaml, DefaultsForAbsentKeys) {
 }
 
 TEST(FSDP2ConfigYaml, ErrorsNameTheFileAndKey) {
-  EXPECT_NE(error_of("shard_size: 2").find("cfg.yaml: key 'shard_size': unknown key"), std::string::npos);
+  EXPECT_NE(error_of("shard_size: 2").find("cfg.yaml:1: key 'shard_size': unknown key"), std::string::npos);
   EXPECT_NE(error_of("param_dtype: int8").find("key 'param_dtype': unknown dtype 'int8'"), std::string::npos);
   EXPECT_NE(error_of("reshard_after_forward: maybe").find("key 'reshard_after_forward': expected true or false"), std::string::npos);
   EXPECT_NE(error_of("num_to_forward_prefetch: -1").find("key 'num_to_forward_prefetch': must be >= 0"), std::string::npos);
   EXPECT_NE(error_of("sharding_size: [1]").find("key 'sharding_size': expected an integer"), std::string::npos);
-  EXPECT_NE(error_of("- a\n- b").find("cfg.yaml: expected a mapping"), std::string::npos);
+  EXPECT_NE(error_of("- a\n- b").find("cfg.yaml:1: expected a mapping of fsdp2 keys, got a list"), std::string::npos);
   EXPECT_NE(error_of("a: [").find("cfg.yaml: not valid YAML"), std::string::npos);
+}
+
+// Nothing in a config is silently dropped or taken from somewhere unsaid, and every type error
+// says where it is.
+TEST(FSDP2ConfigYaml, DuplicateKeysExtraDocumentsAndTypeErrorsNameTheLine) {
+  const std::string twice = error_of("param_dtype: bf16\nreshard_after_forward: true\nparam_dtype: fp32\n");
+  EXPECT_NE(twice.find("cfg.yaml:3: key 'param_dtype': given twice (first at cfg.yaml:1)"), std::string::npos) << twice;
+  const std::string nested_twice = error_of("strategy_config:\n  fsdp_size: 2\n  fsdp_size: 4\n");
+  EXPECT_NE(nested_twice.find("cfg.yaml:3: key 'strategy_config.fsdp_size': given twice"), std::string::npos) << nested_twice;
+  const std::string wrap_twice = error_of("wrap_policy:\n  wrap_embeddings: true\n  wrap_embeddings: false\n");
+  EXPECT_NE(wrap_twice.find("cfg.yaml:3: key 'wrap_policy.wrap_embeddings': given twice"), std::string::npos) << wrap_twice;
+
+  const std::string documents = error_of("param_dtype: bf16\n---\nparam_dtype: fp32\n");
+  EXPECT_NE(documents.find("cfg.yaml:3: a second YAML document"), std::string::npos) << documents;
+  EXPECT_EQ(error_of("---\nparam_dtype: bf16\n"), "");  // one document with its marker
+
+  const std::string list = error_of("param_dtype: bf16\nreduce_dtype: [fp32]\n");
+  EXPECT_NE(list.find("cfg.yaml:2: key 'reduce_dtype': expected a dtype, got a list"), std::string::npos) << list;
+  const std::string mapping = error_of("\n\nnum_to_forward_prefetch: {a: 1}\n");
+  EXPECT_NE(mapping.find("cfg.yaml:3: key 'num_to_forward_prefetch': expected an integer, got a mapping"), std::string::npos)
+      << mapping;
+  const std::string dtype = error_of("\nparam_dtype: int8\n");
+  EXPECT_NE(dtype.find("cfg.yaml:2: key 'param_dtype': unknown dtype 'int8'"), std::string::npos) << dtype;
+  const std::string key = error_of("[a, b]: 1\n");
+  EXPECT_NE(key.find("cfg.yaml:1: key '?': a key must be a name"), std::string::npos) << key;
+}
+
+TEST(FSDP2ConfigYaml, ADirectoryIsNotAConfig) {
+  const auto dir = std::filesystem::temp_directory_path();
+  try {
+    load_fsdp2_config(dir.string(), {});
+    FAIL() << "a directory was read as a config";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--fsdp2-config-path: '" + dir.string() + "' is a directory"), std::string::npos)
+        << e.what();
+  }
   try {
     load_fsdp2_config("/nonexistent/fsdp2.yaml");
     ADD_FAILURE();
@@ -173,7 +210,7 @@ TEST(RollStrategyConfig, ReadsStrategyNesting) {
 
   // Errors inside the nesting name the key by its path.
   EXPECT_NE(error_of("strategy_args:\n  strategy_config:\n    fsdp_size: x\n")
-                .find("cfg.yaml: key 'strategy_args.strategy_config.fsdp_size': expected an integer"),
+                .find("cfg.yaml:3: key 'strategy_args.strategy_config.fsdp_size': expected an integer"),
             std::string::npos);
   EXPECT_NE(error_of("strategy_args:\n  strategy_name: megatron_train\n  strategy_config: {}\n")
                 .find("key 'strategy_args.strategy_name': megacpp reads FSDP2 strategies only"),
@@ -189,9 +226,9 @@ TEST(RollStrategyConfig, ReadsStrategyNesting) {
 
 TEST(RollStrategyConfig, OneSettingInBothSpellingsIsAnError) {
   const std::string both_sizes = error_of("sharding_size: 2\nfsdp_size: 2\n");
-  EXPECT_NE(both_sizes.find("cfg.yaml: key 'fsdp_size': also given as 'sharding_size'"), std::string::npos) << both_sizes;
+  EXPECT_NE(both_sizes.find("cfg.yaml:2: key 'fsdp_size': also given as 'sharding_size'"), std::string::npos) << both_sizes;
   const std::string both_wraps = error_of("sub_modules_to_wrap: ['layers.{*}']\nwrap_policy:\n  wrap_embeddings: true\n");
-  EXPECT_NE(both_wraps.find("cfg.yaml: key 'wrap_policy': also given as 'sub_modules_to_wrap'"), std::string::npos) << both_wraps;
+  EXPECT_NE(both_wraps.find("cfg.yaml:2: key 'wrap_policy': also given as 'sub_modules_to_wrap'"), std::string::npos) << both_wraps;
   const std::string nested = error_of("strategy_config:\n  fsdp_size: 2\n  sharding_size: 2\n");
   EXPECT_NE(nested.find("key 'strategy_config.fsdp_size': also given as 'strategy_config.sharding_size'"), std::string::npos) << nested;
   // Different settings of the two styles may be combined.
@@ -218,7 +255,8 @@ TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
   };
   for (const auto& c : cases) {
     const std::string error = error_of(c.yaml);
-    EXPECT_NE(error.find("cfg.yaml: key '" + c.key + "': not supported in megacpp"), std::string::npos)
+    EXPECT_EQ(error.rfind("cfg.yaml:", 0), 0u) << error;
+    EXPECT_NE(error.find(": key '" + c.key + "': not supported in megacpp"), std::string::npos)
         << c.yaml << " -> " << error;
   }
   // Their defaults (and false / null / empty) are accepted.
