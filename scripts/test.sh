@@ -4,6 +4,9 @@
 # and compiles and links the CUDA/NCCL configuration against libtorch-cuda 2.6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's start, as minutes:seconds since this script started (CI keeps the wall time in check).
+phase() { echo "test: $1 (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
+phase "setup"
 bash scripts/setup.sh
 
 as_root=0
@@ -24,6 +27,7 @@ wait_for_root() {  # PID OUTPUT
   cat "$2"
 }
 
+phase "build against libtorch 1.13"
 bash scripts/build.sh
 # The npm GPT-2 encoder the tokenizer tests compare against (pinned by package-lock.json).
 npm ci --no-audit --no-fund --prefix tests/reference/gpt2
@@ -34,7 +38,11 @@ if [ $as_root -eq 0 ]; then
 fi
 # The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself.
 wait_for_root $cpu_root .cache/setup_pytorch2.out
+phase "the suite on libtorch 1.13"
 ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
+phase "build and the suite on libtorch 2.6"
 bash scripts/test_pytorch2.sh
 wait_for_root $cuda_root .cache/setup_pytorch2_cuda.out
+phase "compile and link against libtorch-cuda 2.6"
 bash scripts/build_pytorch2.sh --cuda
+phase "done"
