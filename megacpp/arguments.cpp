@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 
 #include "megacpp/checked_math.h"
+#include "megacpp/megatron_flags.h"
 #include "megacpp/model_arguments.h"
 #include "megacpp/training/checkpoint_compatibility.h"
 #include "models/registry.h"
@@ -30,6 +31,7 @@ cxxopts::Options make_options() {
       ("make-vocab-size-divisible-by", "pad the model's vocabulary to a multiple of this", cxxopts::value<std::string>()->default_value("128"))
       ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"));
   add_model_flags(o);
+  add_megatron_compatible_flags(o, model_flag_names());
   o.add_options("training")
       ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<std::string>()->default_value("1"))
       ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<std::string>()->default_value("0"))
@@ -58,7 +60,9 @@ cxxopts::Options make_options() {
   o.add_options("evaluation")
       ("eval-interval", "iterations between validation runs", cxxopts::value<std::string>()->default_value("1000"))
       ("eval-iters", "validation batches per run (0: no validation)", cxxopts::value<std::string>()->default_value("100"))
-      ("exit-interval", "stop after the iteration that is a multiple of this (0: never)", cxxopts::value<std::string>()->default_value("0"));
+      ("exit-interval", "stop after the iteration that is a multiple of this (0: never)", cxxopts::value<std::string>()->default_value("0"))
+      ("exit-duration-in-mins", "stop (saving first) after the iteration that ends this many minutes after the start (0: never)",
+       cxxopts::value<std::string>()->default_value("0"));
   o.add_options("parallel")
       ("use-torch-fsdp2", "shard parameters, gradients and optimizer state with FSDP2")
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
@@ -73,6 +77,7 @@ cxxopts::Options make_options() {
       ("no-save-optim", "do not save the optimizer state")
       ("no-load-optim", "do not load the optimizer state")
       ("no-load-rng", "do not load the random number generator states")
+      ("no-save-rng", "do not save the random number generator states")
       ("finetune", "load only the model weights and start at iteration 0")
       ("dist-ckpt-strictness", "tensors in the --load checkpoint the model does not have: raise_unexpected, raise_all, "
        "log_unexpected, log_all, assume_ok_unexpected or ignore_all (the last four need --finetune)",
@@ -118,6 +123,7 @@ void validate(const TrainingArguments& a) {
   require(a.eval_interval > 0, "--eval-interval must be positive");
   require(a.eval_iters >= 0, "--eval-iters must be >= 0 (0: no validation)");
   require(a.exit_interval >= 0, "--exit-interval must be >= 0 (0: never)");
+  require(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0 (0: never)");
   require(a.peak_tflops >= 0, "--peak-tflops must be >= 0 (0: unknown)");
   require(a.tensorboard_log_interval > 0, "--tensorboard-log-interval must be positive");
   require(a.save_interval >= 0, "--save-interval must be >= 0 (0: only at the end of training)");
@@ -163,6 +169,34 @@ std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv
   return out;
 }
 
+// What cxxopts did not recognise (`unmatched`, in the order of `words`): each unknown flag with
+// megacpp's reason when it is a Megatron flag megacpp does not support, and each stray word that
+// is not the value of such a flag.
+std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& words, std::vector<std::string> unmatched) {
+  std::vector<std::string> problems;
+  bool after_unknown_flag = false;
+  for (size_t i = 1; i < words.size(); ++i) {
+    auto it = std::find(unmatched.begin(), unmatched.end(), words[i]);
+    if (it == unmatched.end()) {
+      after_unknown_flag = false;
+      continue;
+    }
+    unmatched.erase(it);
+    const std::string& word = words[i];
+    if (word.size() > 1 && word[0] == '-') {
+      const std::string name = word.substr(word.find_first_not_of('-'), word.find('=') - word.find_first_not_of('-'));
+      const std::string reason = unsupported_flag_reason(name);
+      problems.push_back("--" + name + ": " + (reason.empty() ? "unknown flag (see --help)" : "not supported: " + reason));
+      after_unknown_flag = word.find('=') == std::string::npos;
+    } else if (!after_unknown_flag) {
+      problems.push_back("unexpected argument '" + word + "'");
+    } else {
+      after_unknown_flag = false;  // the unknown flag's value
+    }
+  }
+  return problems;
+}
+
 }  // namespace
 
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
@@ -173,12 +207,19 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   const std::vector<std::string> words = join_multi_word_flags(argc, argv);
   std::vector<const char*> joined_argv;
   for (const auto& w : words) joined_argv.push_back(w.c_str());
+  options.allow_unrecognised_options();  // collected below, all reported at once
   try {
     r = options.parse(static_cast<int>(joined_argv.size()), joined_argv.data());
   } catch (const cxxopts::exceptions::exception& e) {
     throw std::invalid_argument(e.what());
   }
-  if (!r.unmatched().empty()) throw std::invalid_argument("unexpected argument '" + r.unmatched().front() + "'");
+  std::vector<std::string> problems = unrecognised_arguments(words, r.unmatched());
+  for (auto& problem : megatron_flag_problems(r, model_flag_names())) problems.push_back(std::move(problem));
+  if (!problems.empty()) {
+    std::string message = problems.size() == 1 ? problems.front() : std::to_string(problems.size()) + " flags are not accepted:";
+    for (size_t i = 0; problems.size() > 1 && i < problems.size(); ++i) message += "\n  " + problems[i];
+    throw std::invalid_argument(message);
+  }
   if (help) *help = r["help"].as<bool>();
   if (r["help"].as<bool>()) {
     std::cout << options.help() << std::endl;
@@ -187,6 +228,12 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   TrainingArguments a;
   a.model_type = r["model-type"].as<std::string>();
   a.model_libraries = libraries;
+  a.notes = megatron_flag_notes(r);
+  for (const auto& value : r.defaults()) {
+    if (!is_megatron_compatible_flag(value.key())) a.flag_values[value.key()] = value.value();  // given ones only
+  }
+  for (const auto& value : r.arguments()) a.flag_values[value.key()] = value.value();
+  a.flag_values.erase("help");
   models::model_family(a.model_type);  // an unknown name fails first, listing the known ones
   a.tokenizer.vocab_size = number<int64_t>(r, "vocab-size");
   a.make_vocab_size_divisible_by = number<int64_t>(r, "make-vocab-size-divisible-by");
@@ -216,6 +263,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.eval_interval = number<int64_t>(r, "eval-interval");
   a.eval_iters = number<int64_t>(r, "eval-iters");
   a.exit_interval = number<int64_t>(r, "exit-interval");
+  a.exit_duration_in_mins = number<double>(r, "exit-duration-in-mins");
   a.bf16 = r["bf16"].as<bool>();
   a.use_torch_fsdp2 = r["use-torch-fsdp2"].as<bool>();
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
@@ -234,6 +282,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.no_save_optim = r["no-save-optim"].as<bool>();
   a.no_load_optim = r["no-load-optim"].as<bool>();
   a.no_load_rng = r["no-load-rng"].as<bool>();
+  a.no_save_rng = r["no-save-rng"].as<bool>();
   a.finetune = r["finetune"].as<bool>();
   a.dist_ckpt_strictness = r["dist-ckpt-strictness"].as<std::string>();
   a.async_save = r["async-save"].as<bool>();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@ struct TrainingArguments {
   // model
   std::string model_type = "llama";
   std::vector<std::string> model_libraries;  // --model-library, loaded before the flags are read
+  std::map<std::string, std::string> flag_values;  // every flag's value, given or default (the log's arguments block)
+  std::vector<std::string> notes;  // said once in the log (Note [Megatron flags] in megacpp/megatron_flags.h)
   // The model's shape, from the flags of its family (--model-type); built by parse_arguments.
   std::shared_ptr<const models::ModelConfig> model;
   int64_t seq_length = 128;
@@ -47,6 +50,7 @@ struct TrainingArguments {
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   int64_t exit_interval = 0;  // 0: never
+  double exit_duration_in_mins = 0;  // 0: never (Megatron takes whole minutes; fractions work too)
   // precision and parallelism
   bool bf16 = false;
   bool use_torch_fsdp2 = false;
@@ -68,6 +72,7 @@ struct TrainingArguments {
   bool no_save_optim = false;
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool no_save_rng = false;
   bool finetune = false;
   // Tensors in a --load checkpoint that the model does not have: raise (megacpp's default),
   // log or ignore; the latter two only with --finetune.

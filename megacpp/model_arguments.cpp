@@ -78,6 +78,12 @@ void add_model_flags(cxxopts::Options& options) {
   }
 }
 
+std::vector<std::string> model_flag_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : declared_flags()) names.push_back(entry.first);
+  return names;
+}
+
 std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts::ParseResult& parsed,
                                                                    const std::string& model_type,
                                                                    const models::ModelContext& context) {

@@ -19,6 +19,8 @@ std::vector<std::string> model_libraries_in(int argc, const char* const* argv);
 // Adds the flags of every registered family to `options` (group "model"); a flag several
 // families declare appears once.
 void add_model_flags(cxxopts::Options& options);
+// The names (without "--") of the flags add_model_flags adds.
+std::vector<std::string> model_flag_names();
 
 // The config the family `model_type` builds from the parsed flags. Throws
 // std::invalid_argument naming every given model flag that family does not read, or the flag

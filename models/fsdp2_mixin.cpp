@@ -1,6 +1,7 @@
 #include "models/fsdp2_mixin.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include <spdlog/fmt/ranges.h>
@@ -30,6 +31,32 @@ std::vector<std::string> ordered(const std::vector<std::string>& order, const st
   return out;
 }
 
+// MindSpeed names modules by class path in sub_modules_to_wrap, recompute_modules and
+// ignored_modules (transformers.models.qwen3.modeling_qwen3.Qwen3DecoderLayer): an entry whose
+// last segment is a class name (it starts with a capital; module paths do not) stands for the
+// modules of that class.
+std::vector<std::string> with_classes_resolved(const std::vector<std::string>& entries,
+                                               const std::vector<std::pair<std::string, std::string>>& classes,
+                                               const std::string& known_text, const std::string& key) {
+  std::vector<std::string> out;
+  for (const auto& entry : entries) {
+    const std::string last = entry.substr(entry.rfind('.') == std::string::npos ? 0 : entry.rfind('.') + 1);
+    const bool is_class = entry.find('{') == std::string::npos && !last.empty() && std::isupper(static_cast<unsigned char>(last[0]));
+    if (!is_class) {
+      out.push_back(entry);
+      continue;
+    }
+    bool found = false;
+    for (const auto& [class_name, pattern] : classes) {
+      if (class_name != last) continue;
+      found = true;
+      if (std::find(out.begin(), out.end(), pattern) == out.end()) out.push_back(pattern);
+    }
+    if (!found) throw std::invalid_argument(key + ": '" + entry + "' is not a module class of this model (known: " + known_text + ")");
+  }
+  return out;
+}
+
 }  // namespace
 
 FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const {
@@ -49,6 +76,9 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
   }
   const std::string known_text = known.empty() ? std::string("none; name modules with sub_modules_to_wrap")
                                                : fmt::format("{}", fmt::join(known, ", "));
+  out.sub_modules_to_wrap = with_classes_resolved(config.sub_modules_to_wrap, classes, known_text, "sub_modules_to_wrap");
+  out.recompute_modules = with_classes_resolved(config.recompute_modules, classes, known_text, "recompute_modules");
+  out.ignored_modules = with_classes_resolved(config.ignored_modules, classes, known_text, "ignored_modules");
 
   if (config.wrap_embeddings) {
     const std::string path = input_embeddings_path();

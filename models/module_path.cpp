@@ -77,11 +77,31 @@ bool ModulePathPattern::matches(const std::string& path) const {
   return segment_matches(path.substr(prefix_.size(), path.size() - prefix_.size() - suffix_.size()));
 }
 
+namespace {
+
+// Hugging Face's causal LMs keep the decoder under `model.` (model.layers.0, model.embed_tokens)
+// where megacpp's models have it at the root: a pattern that starts with "model." and matches
+// nothing as written is matched without that prefix.
+bool matches_anything(torch::nn::Module& root, const ModulePathPattern& pattern) {
+  for (auto& item : root.named_modules("", /*include_self=*/true)) {
+    if (pattern.matches(item.key())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<std::string> match_module_paths(torch::nn::Module& root,
                                             const std::vector<std::string>& patterns,
                                             const std::string& key) {
   std::vector<ModulePathPattern> compiled;
-  for (auto& p : patterns) compiled.emplace_back(p);
+  for (auto& p : patterns) {
+    compiled.emplace_back(p);
+    if (p.rfind("model.", 0) == 0 && !matches_anything(root, compiled.back())) {
+      ModulePathPattern without_prefix(p.substr(6));
+      if (matches_anything(root, without_prefix)) compiled.back() = without_prefix;
+    }
+  }
   std::vector<bool> used(compiled.size(), false);
   std::vector<std::string> out;
   for (auto& item : root.named_modules("", /*include_self=*/true)) {

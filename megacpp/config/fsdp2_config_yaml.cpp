@@ -14,7 +14,8 @@ namespace {
 
 const char* const kMindSpeedKeys =
     "sharding_size, sub_modules_to_wrap, ignored_modules, recompute_modules, reshard_after_forward, param_dtype, "
-    "reduce_dtype, output_dtype, cast_forward_inputs, num_to_forward_prefetch, num_to_backward_prefetch";
+    "reduce_dtype, output_dtype, cast_forward_inputs, num_to_forward_prefetch, num_to_backward_prefetch, offload_to_cpu, "
+    "pin_memory, use_reentrant, align_fsdp_param_groups, expert_parallel_size, reshard_local_experts, moe_modules";
 const char* const kRollKeys =
     "fsdp_size, param_dtype, reduce_dtype, reshard_after_forward, offload_policy, wrap_policy, apply_expert_patch, "
     "apply_tiled_mlp, tiled_num_shards, async_save_ckpt, ulysses_size";
@@ -227,7 +228,9 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       if (kRollOnlyKeys.count(name)) roll_style = true;
       // MindSpeed's keys (ROLL shares param_dtype, reduce_dtype and reshard_after_forward).
       if (name == "sharding_size" || name == "fsdp_size") {
-        c.sharding_size = v.IsNull() ? -1 : scalar<int>(v, source, key, "an integer");
+        // MindSpeed's "auto": every rank, as megacpp's -1.
+        const bool automatic = v.IsScalar() && v.Scalar() == "auto";
+        c.sharding_size = v.IsNull() || automatic ? -1 : scalar<int>(v, source, key, "an integer or auto");
       } else if (name == "sub_modules_to_wrap") {
         c.sub_modules_to_wrap = string_list(v, source, key);
       } else if (name == "ignored_modules") {
@@ -235,6 +238,11 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       } else if (name == "recompute_modules") {
         c.recompute_modules = string_list(v, source, key);
       } else if (name == "reshard_after_forward") {
+        int ranks = 0;
+        if (v.IsScalar() && YAML::convert<int>::decode(v, ranks)) {
+          fail(source, v, key, "an integer (reshard to " + std::to_string(ranks) + " ranks after forward) is not supported: "
+                               "megacpp reshards to the whole group (true) or keeps the parameters gathered (false)");
+        }
         c.reshard_after_forward = flag(v, source, key, true);  // null: FSDP2's default
       } else if (name == "param_dtype") {
         c.param_dtype = optional_dtype(v, source, key);
@@ -248,6 +256,24 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         c.num_to_forward_prefetch = non_negative(v, source, key);
       } else if (name == "num_to_backward_prefetch") {
         c.num_to_backward_prefetch = non_negative(v, source, key);
+      } else if (name == "offload_to_cpu") {
+        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no CPU offload of parameters yet", "false");
+      } else if (name == "pin_memory") {
+        flag(v, source, key, true);  // only matters with offload_to_cpu
+      } else if (name == "use_reentrant") {
+        flag(v, source, key, true);  // megacpp's recompute has one form; both give the same gradients
+      } else if (name == "align_fsdp_param_groups") {
+        if (flag(v, source, key, false)) {
+          not_supported(source, key_node, key, "groups are the modules sub_modules_to_wrap names, as they are", "false");
+        }
+      } else if (name == "expert_parallel_size") {
+        if ((v.IsNull() ? 1 : scalar<int>(v, source, key, "an integer")) != 1) {
+          not_supported(source, key_node, key, "no expert parallelism: megacpp has no MoE models yet", "1");
+        }
+      } else if (name == "reshard_local_experts") {
+        flag(v, source, key, true);  // only matters with experts
+      } else if (name == "moe_modules") {
+        if (!string_list(v, source, key).empty()) not_supported(source, key_node, key, "megacpp has no MoE models yet", "[] or null");
       } else if (name == "wrap_policy") {  // ROLL's strategy_config keys from here on
         read_wrap_policy(v, source, key, c, classes_given);
       } else if (name == "offload_policy") {

@@ -276,7 +276,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
       for (const auto& [name, value] : group.dict_items()) items.add_flattened(format.param_group(slot.fqn, name.as_string()), value);
     }
   }
-  items.add_flattened(rng_path(rank), rng_state(runtime_.device()));
+  if (!args_.no_save_rng) items.add_flattened(rng_path(rank), rng_state(runtime_.device()));
   if (coordinator) {
     job.add_unsharded("iteration", PyValue::integer(progress.iteration));
     job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));

@@ -18,6 +18,7 @@
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/logging.h"
 #include "megacpp/metrics/tensorboard_writer.h"
+#include "checkpoint/layout.h"
 #include "megacpp/training/checkpointing.h"
 #include "megacpp/training/heartbeat.h"
 #include "megacpp/training/log_lines.h"
@@ -78,28 +79,41 @@ class TrainingRun {
     heartbeat_.beat("starting: rendezvous, data and model");
     validate_configuration();
     start_processes();
+    if (runtime_->rank() == 0) {  // first, as Megatron prints it
+      std::printf("%s\n", arguments_block(args_.flag_values).c_str());
+      std::fflush(stdout);
+    }
     build_data();
     build_model();
     shard_and_initialize();
     build_optimizer();
     load_checkpoint();
     log_start();
+    run_start_ = Clock::now();
+    const int64_t first_iteration = progress_.iteration;
     bool exited_early = false;
     for (int64_t it = progress_.iteration + 1; it <= args_.train_iters && !exited_early; ++it) {
       const auto start = Clock::now();
       const double lr = schedule_->at(it);
       const auto [loss, grad_norm] = train_step(lr);
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      exited_early = args_.exit_interval > 0 && it % args_.exit_interval == 0;
+      const bool by_interval = args_.exit_interval > 0 && it % args_.exit_interval == 0;
+      const bool by_duration = !by_interval && duration_exceeded();
+      exited_early = by_interval || by_duration;
       log_iteration(it, lr, loss, grad_norm, ms, exited_early);
       if (data_.splits[data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
         run_validation(data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
         progress_.consumed_valid += args_.eval_iters * global_batch_;
       }
       if (checkpointer_->due(it)) save_checkpoint();
-      if (exited_early) spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args_.exit_interval);
+      if (by_interval) spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args_.exit_interval);
+      if (by_duration) {
+        spdlog::info("exiting program after {:.2f} minutes at iteration {} (--exit-duration-in-mins {})",
+                     std::chrono::duration<double>(Clock::now() - started_).count() / 60.0, it, args_.exit_duration_in_mins);
+      }
     }
     finish(exited_early);
+    log_summary(first_iteration);
     return 0;
   }
 
@@ -188,9 +202,16 @@ class TrainingRun {
                  args_.model_type, parameter_count_, flops_per_token_, args_.tokenizer.type, args_.tokenizer_vocab_size,
                  model_->vocab_size(), runtime_->world_size(),
                  args_.use_torch_fsdp2 ? mesh_->describe() : std::string("no FSDP"), device_.str());
+    auto dtype = [](const c10::optional<c10::ScalarType>& t, const char* unset) {
+      return t ? std::string(c10::toString(*t)) : std::string(unset);
+    };
+    spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
+                 "| loss Float",
+                 dtype(fsdp_config_.param_dtype, "Float"), dtype(fsdp_config_.reduce_dtype ? fsdp_config_.reduce_dtype : fsdp_config_.param_dtype, "Float"));
     spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens",
                  args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length);
     for (const auto& line : data_.summary) spdlog::info("data: {}", line);
+    for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[data::kTrain],
                  data_.samples_needed[data::kValid], data_.samples_needed[data::kTest], args_.split);
     if (!args_.tensorboard_dir.empty() && runtime_->rank() == 0) {
@@ -258,6 +279,7 @@ class TrainingRun {
     ++interval_iters_;
     if (it % args_.log_interval == 0 || it == args_.train_iters || exiting) {
       IterationStats stats = throughput(interval_ms_ / interval_iters_);
+      stats.timestamp = log_timestamp();
       stats.iteration = it;
       stats.train_iters = args_.train_iters;
       stats.consumed_samples = progress_.consumed_train;
@@ -275,6 +297,14 @@ class TrainingRun {
       std::printf("%s\n", measure_memory(params_, *optimizer_, device_).format(runtime_->rank(), it).c_str());
       std::fflush(stdout);
     }
+  }
+
+  // Megatron's --exit-duration-in-mins, counted from the process's start. Collective: one rank
+  // past the limit stops every rank after the same iteration.
+  bool duration_exceeded() {
+    if (args_.exit_duration_in_mins <= 0) return false;
+    const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60.0;
+    return average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
   }
 
   // Metrics are not worth a training run: a failed write (say, a full disk) stops TensorBoard.
@@ -304,6 +334,10 @@ class TrainingRun {
     }
     const double loss = average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
     if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    if (split == data::kValid) {
+      if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
+      last_validation_ = loss;
+    }
     if (tensorboard_) {
       const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
       tensorboard_->add_scalar(tag, loss, step);
@@ -334,7 +368,24 @@ class TrainingRun {
     runtime_->barrier();
   }
 
+  // The line after training (rank 0): iterations, tokens and time of this run, the validation
+  // losses, the last checkpoint.
+  void log_summary(int64_t first_iteration) {
+    if (runtime_->rank() != 0) return;
+    RunSummary summary;
+    summary.last_iteration = progress_.iteration;
+    summary.iterations_run = progress_.iteration - first_iteration;
+    summary.tokens = summary.iterations_run * global_batch_ * args_.seq_length;
+    summary.seconds = std::chrono::duration<double>(Clock::now() - run_start_).count();
+    summary.best_validation = best_validation_;
+    summary.last_validation = last_validation_;
+    if (!args_.save.empty() && last_saved_ > 0) summary.checkpoint = checkpoint::checkpoint_dir(args_.save, last_saved_);
+    std::printf("%s\n", summary_line(summary).c_str());
+    std::fflush(stdout);
+  }
+
   const TrainingArguments& args_;
+  const Clock::time_point started_ = Clock::now();
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   parallel::LaunchEnvironment env_;
   models::FSDP2Config fsdp_config_;
@@ -356,6 +407,9 @@ class TrainingRun {
   int64_t last_saved_ = 0;
   double interval_loss_ = 0, interval_ms_ = 0;  // since the last log line
   int64_t interval_iters_ = 0;
+  Clock::time_point run_start_;
+  std::optional<std::pair<int64_t, double>> best_validation_;  // (iteration, loss) on the validation split
+  std::optional<double> last_validation_;
 };
 
 }  // namespace

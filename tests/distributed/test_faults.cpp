@@ -194,6 +194,25 @@ TEST(Faults, ASecondJobOnTheSameSaveDirectoryIsRefused) {
   EXPECT_EQ(tracker(save), "2");
 }
 
+// Megatron's --exit-duration-in-mins stops every rank after the same iteration, saving first;
+// --no-save-rng leaves the RNG states out, and loading such a checkpoint needs --no-load-rng.
+TEST(Faults, ExitDurationStopsTheRunWithACheckpoint) {
+  const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
+  TrainRun run = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters 1000000 --exit-duration-in-mins 0.02 --no-save-rng "
+                                            "--save " + save);
+  ASSERT_EQ(run.result.status, 0) << run.result.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.result.output, m, std::regex(R"(exiting program after [0-9.]+ minutes at iteration (\d+))")))
+      << run.result.output;
+  EXPECT_EQ(testing::read_file(save + "/latest_checkpointed_iteration.txt"), m[1].str());
+  EXPECT_LT(std::stoll(m[1]), 1000000);
+  TrainRun refused = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters 1000000 --load " + save);
+  EXPECT_NE(refused.result.status, 0);
+  EXPECT_NE(refused.result.output.find("add --no-load-rng"), std::string::npos) << refused.result.output;
+  TrainRun resumed = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters " + m[1].str() + " --load " + save + " --no-load-rng");
+  EXPECT_EQ(resumed.result.status, 0) << resumed.result.output;
+}
+
 std::vector<std::string> launch_argv(const std::vector<std::string>& launcher_flags, const std::string& train_flags) {
   std::vector<std::string> argv{MEGACPP_RUN_BINARY};
   argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());

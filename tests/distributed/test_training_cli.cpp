@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <regex>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
@@ -149,6 +150,30 @@ TEST(TrainingCli, JoinsTorchrunsAgentStore) {
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("iteration       10/      10"), std::string::npos) << result.output;
   EXPECT_GT(agent->getNumKeys(), 0) << "the workers never used the agent's store";
+}
+
+// The log a Megatron user expects: the arguments block, the precision in effect, timestamped
+// iteration lines, and a summary after training.
+TEST(TrainingCli, LogShowsArgumentsPrecisionTimestampsAndASummary) {
+  const std::string dir = testing::scratch_dir();
+  TrainRun run = train(2, kBaseFlags + " --use-torch-fsdp2 --bf16 --eval-iters 1 --eval-interval 5 --save " + dir + "/ckpt "
+                                        "--use-distributed-optimizer");
+  ASSERT_EQ(run.result.status, 0) << run.result.output;
+  const std::string& out = run.result.output;
+  EXPECT_NE(out.find("------------------------ arguments ------------------------"), std::string::npos) << out;
+  EXPECT_NE(out.find("  use_torch_fsdp2 " + std::string(48 - 15, '.') + " true"), std::string::npos) << out;
+  EXPECT_NE(out.find("  micro_batch_size " + std::string(48 - 16, '.') + " 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("-------------------- end of arguments ---------------------"), std::string::npos) << out;
+  EXPECT_NE(out.find("precision: parameters and optimizer state Float (the sharded masters) | compute BFloat16 | "
+                     "gradient reduction Float | loss Float"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--use-distributed-optimizer: FSDP2 already shards the optimizer state"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +10/ +10 \|)"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(training done \| iteration: 10 \(this run: 10\) \| tokens: 1280 \| time: [0-9.]+ s \| )"
+                                                R"(tokens per second: [0-9.]+ \| validation loss: best [0-9.]+E[-+]\d+ at iteration (5|10), )"
+                                                R"(last [0-9.]+E[-+]\d+ \| checkpoint: .*/ckpt/iter_0000010 \|)")))
+      << out;
 }
 
 TEST(TrainingCli, BadInputIsRefusedByName) {

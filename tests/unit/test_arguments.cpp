@@ -114,6 +114,28 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   }
 }
 
+// Note [Megatron flags]: what a Megatron script says about the model is accepted when it is what
+// megacpp computes; everything else is refused, all of it in one error, each with its reason.
+TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
+  const TrainingArguments a = parse({"--mock-data", "--use-mcore-models", "--swiglu", "--normalization", "RMSNorm",
+                                     "--position-embedding-type", "rope", "--rotary-percent", "1", "--disable-bias-linear",
+                                     "--tensor-model-parallel-size", "1", "--attention-dropout", "0.0", "--transformer-impl",
+                                     "transformer_engine", "--use-distributed-optimizer", "--sequence-parallel"});
+  ASSERT_EQ(a.notes.size(), 1u);
+  EXPECT_NE(a.notes[0].find("--use-distributed-optimizer: FSDP2 already shards the optimizer state"), std::string::npos);
+  const std::string error = error_of({"--mock-data", "--fp8-format", "hybrid", "--tensor-model-parallel-size", "2", "--frobnicate",
+                                      "3", "--normalization", "LayerNorm", "--swiglu", "--moe-router-topk=2", "--lr", "1e-3"});
+  EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
+  for (const std::string expected :
+       {"--fp8-format: not supported: megacpp has no fp8", "--tensor-model-parallel-size 2: not supported (only 1): megacpp has no tensor parallelism",
+        "--frobnicate: unknown flag", "--normalization LayerNorm: not supported (only RMSNorm)",
+        "--moe-router-topk: not supported: megacpp has no mixture-of-experts models"}) {
+    EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
+  }
+  EXPECT_EQ(error.find("hybrid"), std::string::npos) << "a refused flag's value is not a stray argument: " << error;
+  EXPECT_NE(error_of({"--mock-data", "--swiglu", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
+}
+
 // std::stod reads "nan" and "inf"; no floating flag accepts them, the model family's included.
 TEST(Arguments, FloatingFlagsRefuseNanAndInfinity) {
   for (const std::string flag : {"--lr", "--min-lr", "--init-method-std", "--adam-eps", "--adam-beta1", "--weight-decay",

@@ -280,6 +280,39 @@ TEST(RollStrategyConfig, WrapPolicyErrors) {
             std::string::npos);
 }
 
+// MindSpeed's fsdp2_config.yaml as its users write it: sharding_size auto, Hugging Face's module
+// paths (model.layers.{*}), class paths, and MindSpeed's other keys with their meaning or a reason.
+TEST(FSDP2ConfigYaml, MindSpeedFilesAsWritten) {
+  EXPECT_EQ(parse_fsdp2_config("sharding_size: auto\n", "cfg.yaml").sharding_size, -1);
+  EXPECT_EQ(error_of("offload_to_cpu: false\npin_memory: true\nuse_reentrant: false\nalign_fsdp_param_groups: false\n"
+                     "expert_parallel_size: 1\nreshard_local_experts: true\nmoe_modules: null\n"),
+            "");
+  EXPECT_NE(error_of("offload_to_cpu: True\n").find("cfg.yaml:1: key 'offload_to_cpu': not supported in megacpp (no CPU offload"),
+            std::string::npos);
+  EXPECT_NE(error_of("align_fsdp_param_groups: true\n").find("key 'align_fsdp_param_groups': not supported"), std::string::npos);
+  EXPECT_NE(error_of("expert_parallel_size: 2\n").find("key 'expert_parallel_size': not supported"), std::string::npos);
+  EXPECT_NE(error_of("reshard_after_forward: 2\n").find("key 'reshard_after_forward': an integer (reshard to 2 ranks after forward) is not supported"),
+            std::string::npos);
+  auto model = small_llama(false);
+  const auto config = parse_fsdp2_config(
+      "sharding_size: auto\nsub_modules_to_wrap:\n  - transformers.models.llama.modeling_llama.LlamaDecoderLayer\n  - lm_head\n"
+      "recompute_modules: ['model.layers.{*}']\n",
+      "cfg.yaml");
+  EXPECT_EQ(model->resolve_module_classes(config).sub_modules_to_wrap, (Strings{"layers.{*}", "lm_head"}));
+  model->fully_shard(single_mesh(), config, torch::kCPU);
+  EXPECT_EQ(model->wrapped_module_paths(), (Strings{"layers.0", "layers.1", "lm_head"}));
+  try {
+    small_llama()->fully_shard(single_mesh(), parse_fsdp2_config("sub_modules_to_wrap: [mindspeed_mm.models.VideoDiTBlock]\n", "c"),
+                               torch::kCPU);
+    ADD_FAILURE() << "an unknown class was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("sub_modules_to_wrap: 'mindspeed_mm.models.VideoDiTBlock' is not a module class of this "
+                                         "model (known: LlamaDecoderLayer)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
   auto tied = small_llama(true), untied = small_llama(false);
   auto roll = parse_fsdp2_config("wrap_policy:\n  transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n  wrap_embeddings: true\n"

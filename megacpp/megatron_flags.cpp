@@ -1,0 +1,165 @@
+#include "megacpp/megatron_flags.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace megacpp {
+namespace {
+
+// A Megatron flag megacpp accepts because it describes what megacpp computes anyway.
+struct CompatibleFlag {
+  const char* name;      // without "--"
+  const char* accepted;  // nullptr: a switch; "*": any value; else the values, '|'-separated
+  const char* why;       // what megacpp does, for --help, docs/cli.md and refusals
+  const char* note;      // said once in the log when given, or nullptr
+};
+
+const CompatibleFlag kCompatible[] = {
+    {"use-mcore-models", nullptr, "megacpp's models are its own (Megatron Core's structure)", nullptr},
+    {"transformer-impl", "local|transformer_engine", "megacpp computes every layer itself", nullptr},
+    {"swiglu", nullptr, "the llama family's MLP is SwiGLU", nullptr},
+    {"normalization", "RMSNorm", "the llama family normalizes with RMSNorm", nullptr},
+    {"position-embedding-type", "rope", "the llama family uses rotary embeddings", nullptr},
+    {"use-rotary-position-embeddings", nullptr, "the llama family uses rotary embeddings", nullptr},
+    {"no-position-embedding", nullptr, "the llama family has no learned position table", nullptr},
+    {"rotary-percent", "1.0", "rotary embeddings cover the whole head dimension", nullptr},
+    {"disable-bias-linear", nullptr, "the llama family's linear layers have no bias", nullptr},
+    {"group-query-attention", nullptr, "query groups are set by --num-query-groups", nullptr},
+    {"attention-dropout", "0.0", "megacpp has no dropout", nullptr},
+    {"hidden-dropout", "0.0", "megacpp has no dropout", nullptr},
+    {"tensor-model-parallel-size", "1", "megacpp has no tensor parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
+    {"pipeline-model-parallel-size", "1", "megacpp has no pipeline parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
+    {"context-parallel-size", "1", "megacpp has no context parallelism yet", nullptr},
+    {"expert-model-parallel-size", "1", "megacpp has no expert parallelism", nullptr},
+    {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
+    {"distributed-backend", "nccl|gloo", "megacpp uses NCCL on GPUs and Gloo on CPUs", nullptr},
+    {"use-distributed-optimizer", nullptr, "FSDP2 already shards the optimizer state",
+     "--use-distributed-optimizer: FSDP2 already shards the optimizer state over the data-parallel ranks; nothing more "
+     "to do (MindSpeed asks FSDP2 users to leave it off)"},
+    {"no-masked-softmax-fusion", nullptr, "megacpp has no fused masked softmax", nullptr},
+    {"no-gradient-accumulation-fusion", nullptr, "megacpp has no fused gradient accumulation", nullptr},
+    {"no-bias-swiglu-fusion", nullptr, "megacpp has no fused bias-SwiGLU", nullptr},
+    {"no-bias-dropout-fusion", nullptr, "megacpp has no fused bias-dropout", nullptr},
+    {"no-rope-fusion", nullptr, "megacpp has no fused RoPE", nullptr},
+    {"use-fused-rmsnorm", nullptr, "libtorch computes RMSNorm", nullptr},
+    {"use-fused-rotary-pos-emb", nullptr, "libtorch computes the rotary embedding", nullptr},
+    {"use-fused-swiglu", nullptr, "libtorch computes SwiGLU", nullptr},
+    {"use-flash-attn", nullptr, "megacpp picks its attention kernel (SDPA on libtorch 2.x)", nullptr},
+    {"attention-backend", "auto|flash|fused|unfused|local",
+     "every choice computes exact attention; megacpp picks the kernel (SDPA on libtorch 2.x)", nullptr},
+    {"cross-entropy-loss-fusion", nullptr, "libtorch computes the cross-entropy", nullptr},
+    {"overlap-grad-reduce", nullptr, "FSDP2 reduce-scatters each group's gradients as its backward ends", nullptr},
+    {"overlap-param-gather", nullptr, "FSDP2 prefetches gathers (num_to_forward_prefetch in fsdp2_config.yaml)", nullptr},
+    {"no-async-tensor-model-parallel-allreduce", nullptr, "megacpp has no tensor parallelism", nullptr},
+    {"manual-gc", nullptr, "C++ has no garbage collector to pause", nullptr},
+    {"manual-gc-interval", "*", "C++ has no garbage collector to pause", nullptr},
+    {"log-throughput", nullptr, "every iteration line shows tokens per second and TFLOP/s", nullptr},
+    {"log-timers-to-tensorboard", nullptr, "the iteration time is in every iteration line", nullptr},
+    {"log-validation-ppl-to-tensorboard", nullptr, "TensorBoard always gets the validation perplexity", nullptr},
+    {"log-memory-to-tensorboard", nullptr, "TensorBoard always gets the memory scalars", nullptr},
+    {"timing-log-level", "*", "the iteration time is in every iteration line", nullptr},
+    {"tensorboard-queue-size", "*", "megacpp writes TensorBoard events at every log line", nullptr},
+    {"no-shared-storage", nullptr, "each rank writes only its own checkpoint file", nullptr},
+};
+
+// A Megatron flag (or family of flags, by prefix) megacpp does not support, and why.
+struct RefusedFlag {
+  const char* name;  // without "--"; a trailing '*' matches a prefix
+  const char* why;
+};
+
+const RefusedFlag kRefused[] = {
+    {"fp8*", "megacpp has no fp8 (it needs Transformer Engine); use --bf16"},
+    {"fp16", "not supported yet: use --bf16"},
+    {"num-experts", "megacpp has no mixture-of-experts models yet"},
+    {"moe-*", "megacpp has no mixture-of-experts models yet"},
+    {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
+    {"train-samples", "not supported yet: give --train-iters"},
+    {"lr-warmup-samples", "not supported yet: give --lr-warmup-iters"},
+    {"lr-decay-samples", "not supported yet: give --lr-decay-iters"},
+    {"lr-warmup-fraction", "not supported yet: give --lr-warmup-iters"},
+    {"rampup-batch-size", "not supported yet: megacpp's global batch is constant"},
+    {"recompute-granularity", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
+    {"recompute-method", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
+    {"recompute-num-layers", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
+    {"recompute-activations", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
+    {"tokenizer-model", "not supported yet: megacpp's tokenizers are ByteLevelTokenizer, GPT2BPETokenizer and NullTokenizer"},
+    {"tokenizer-name-or-path", "not supported yet: megacpp's tokenizers are ByteLevelTokenizer, GPT2BPETokenizer and NullTokenizer"},
+    {"wandb-*", "megacpp logs to TensorBoard only (--tensorboard-dir)"},
+    {"profile", "not supported yet"},
+    {"data-cache-path", "not supported yet: megacpp builds the sample indices in memory at every start"},
+    {"virtual-pipeline-model-parallel-size", "megacpp has no pipeline parallelism"},
+    {"num-layers-per-virtual-pipeline-stage", "megacpp has no pipeline parallelism"},
+};
+
+bool matches(const std::string& pattern, const std::string& flag) {
+  if (!pattern.empty() && pattern.back() == '*') return flag.rfind(pattern.substr(0, pattern.size() - 1), 0) == 0;
+  return pattern == flag;
+}
+
+// "1" and "1.0" are the same number.
+bool same_value(const std::string& accepted, const std::string& given) {
+  if (accepted == given) return true;
+  char *end_a = nullptr, *end_g = nullptr;
+  const double a = std::strtod(accepted.c_str(), &end_a), g = std::strtod(given.c_str(), &end_g);
+  return !accepted.empty() && !given.empty() && *end_a == '\0' && *end_g == '\0' && a == g;
+}
+
+bool accepts(const CompatibleFlag& flag, const std::string& value) {
+  if (std::string(flag.accepted) == "*") return true;
+  std::istringstream choices(flag.accepted);
+  for (std::string choice; std::getline(choices, choice, '|');) {
+    if (same_value(choice, value)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void add_megatron_compatible_flags(cxxopts::Options& options, const std::vector<std::string>& taken) {
+  auto group = options.add_options("Megatron flags megacpp accepts as what it does");
+  for (const auto& flag : kCompatible) {
+    if (std::find(taken.begin(), taken.end(), flag.name) != taken.end()) continue;
+    if (flag.accepted == nullptr) {
+      group(flag.name, std::string("accepted: ") + flag.why);
+    } else {
+      const std::string values = std::string(flag.accepted) == "*" ? "any value" : std::string("only ") + flag.accepted;
+      group(flag.name, std::string("accepted with ") + values + ": " + flag.why, cxxopts::value<std::string>());
+    }
+  }
+}
+
+std::vector<std::string> megatron_flag_problems(const cxxopts::ParseResult& result, const std::vector<std::string>& taken) {
+  std::vector<std::string> problems;
+  for (const auto& flag : kCompatible) {
+    if (flag.accepted == nullptr || std::find(taken.begin(), taken.end(), flag.name) != taken.end()) continue;
+    if (result.count(flag.name) == 0) continue;
+    const std::string value = result[flag.name].as<std::string>();
+    if (!accepts(flag, value)) {
+      problems.push_back("--" + std::string(flag.name) + " " + value + ": not supported (only " + flag.accepted + "): " + flag.why);
+    }
+  }
+  return problems;
+}
+
+std::vector<std::string> megatron_flag_notes(const cxxopts::ParseResult& result) {
+  std::vector<std::string> notes;
+  for (const auto& flag : kCompatible) {
+    if (flag.note != nullptr && result.count(flag.name) > 0) notes.push_back(flag.note);
+  }
+  return notes;
+}
+
+bool is_megatron_compatible_flag(const std::string& flag) {
+  return std::any_of(std::begin(kCompatible), std::end(kCompatible), [&](const CompatibleFlag& f) { return flag == f.name; });
+}
+
+std::string unsupported_flag_reason(const std::string& flag) {
+  for (const auto& refused : kRefused) {
+    if (matches(refused.name, flag)) return refused.why;
+  }
+  return "";
+}
+
+}  // namespace megacpp
