@@ -9,6 +9,8 @@ install(TARGETS megacpp megacpp_io megacpp_serialization EXPORT megacppTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Loaded at run time from ../lib beside the programs (Note [SentencePiece in its own scope]).
+install(TARGETS megacpp_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(folder megacpp models parallel checkpoint serialization)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${folder} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
     FILES_MATCHING PATTERN "*.h" PATTERN "pch.h" EXCLUDE)

@@ -26,9 +26,12 @@ cxxopts::Options make_options() {
       ("json-keys", "JSON keys to extract, as separate words or comma-separated; one output per key", text()->default_value("text"));
   o.add_options("tokenization")
       ("append-eod", "append the end-of-document token to every non-empty document")
-      ("tokenizer-type", "GPT2BPETokenizer | ByteLevelTokenizer | NullTokenizer", text()->default_value("ByteLevelTokenizer"))
+      ("tokenizer-type", "GPT2BPETokenizer | HuggingFaceTokenizer (or PretrainedFromHF) | ByteLevelTokenizer | NullTokenizer",
+       text()->default_value("ByteLevelTokenizer"))
       ("vocab-file", "GPT2BPETokenizer: encoder.json", text()->default_value(""))
       ("merge-file", "GPT2BPETokenizer: vocab.bpe", text()->default_value(""))
+      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", text()->default_value(""))
+      ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", text()->default_value(""))
       ("vocab-size", "NullTokenizer: ids are 0..N-1, eod is N", text()->default_value("0"));
   o.add_options("output data")
       ("output-prefix", "output path without suffix: writes PREFIX_<key>_document.bin/.idx (or .h5)", text())
@@ -105,6 +108,8 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   o.tokenizer.type = r["tokenizer-type"].as<std::string>();
   o.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   o.tokenizer.merge_file = r["merge-file"].as<std::string>();
+  megacpp::data::set_tokenizer_model(o.tokenizer, r["tokenizer-model"].as<std::string>(),
+                                     r["tokenizer-name-or-path"].as<std::string>());
   o.tokenizer.vocab_size = parse_int(r, "vocab-size");
   megacpp::data::validate_preprocess_options(o);
   megacpp::data::build_tokenizer(o.tokenizer);  // a bad tokenizer flag or file is an argument error (exit 2)

@@ -29,6 +29,8 @@ cxxopts::Options make_options() {
       ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
       ("vocab-size", "NullTokenizer: ids 0..N-1 (the model's vocabulary is N + 1, padded)", cxxopts::value<std::string>()->default_value("0"))
       ("make-vocab-size-divisible-by", "pad the model's vocabulary to a multiple of this", cxxopts::value<std::string>()->default_value("128"))
+      ("padded-vocab-size", "the model's vocabulary, instead of the padded tokenizer's (MindSpeed's flag; 0: pad)",
+       cxxopts::value<std::string>()->default_value("0"))
       ("init-method-std", "std of normal weight init", cxxopts::value<std::string>()->default_value("0.02"));
   add_model_flags(o);
   add_megatron_compatible_flags(o, model_flag_names());
@@ -41,6 +43,14 @@ cxxopts::Options make_options() {
       ("lr-warmup-iters", "linear warmup iterations", cxxopts::value<std::string>()->default_value("0"))
       ("lr-decay-iters", "decay iterations (default: train iters)", cxxopts::value<std::string>()->default_value("0"))
       ("lr-decay-style", "constant, linear or cosine", cxxopts::value<std::string>()->default_value("cosine"))
+      ("train-samples", "samples to train, instead of --train-iters (iterations: the whole global batches in it)",
+       cxxopts::value<std::string>()->default_value("0"))
+      ("lr-warmup-samples", "linear warmup samples (with --train-samples)", cxxopts::value<std::string>()->default_value("0"))
+      ("lr-decay-samples", "decay samples (with --train-samples; default: train samples)",
+       cxxopts::value<std::string>()->default_value("0"))
+      ("lr-warmup-fraction", "warmup as a fraction of the decay, instead of --lr-warmup-iters / --lr-warmup-samples",
+       cxxopts::value<std::string>()->default_value(""))
+      ("lr-warmup-init", "the learning rate warmup starts from", cxxopts::value<std::string>()->default_value("0"))
       ("weight-decay", "AdamW weight decay (not applied to 1-D params)", cxxopts::value<std::string>()->default_value("0.01"))
       ("adam-beta1", "AdamW beta1", cxxopts::value<std::string>()->default_value("0.9"))
       ("adam-beta2", "AdamW beta2", cxxopts::value<std::string>()->default_value("0.999"))
@@ -54,9 +64,12 @@ cxxopts::Options make_options() {
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
        cxxopts::value<std::string>()->default_value(""))
       ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
-      ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer or NullTokenizer", cxxopts::value<std::string>()->default_value("ByteLevelTokenizer"))
+      ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer (or PretrainedFromHF) or NullTokenizer",
+       cxxopts::value<std::string>()->default_value("ByteLevelTokenizer"))
       ("vocab-file", "GPT2BPETokenizer: encoder.json", cxxopts::value<std::string>()->default_value(""))
-      ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""));
+      ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""))
+      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", cxxopts::value<std::string>()->default_value(""))
+      ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", cxxopts::value<std::string>()->default_value(""));
   o.add_options("evaluation")
       ("eval-interval", "iterations between validation runs", cxxopts::value<std::string>()->default_value("1000"))
       ("eval-iters", "validation batches per run (0: no validation)", cxxopts::value<std::string>()->default_value("100"))
@@ -95,6 +108,24 @@ cxxopts::Options make_options() {
   return o;
 }
 
+// Megatron's rules: iterations or samples, not both; the warmup given once.
+void validate_schedule(const TrainingArguments& a) {
+  require(a.train_samples >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_samples >= 0,
+          "--train-samples, --lr-warmup-samples and --lr-decay-samples must be >= 0");
+  if (a.train_samples > 0) {
+    require(a.lr_warmup_iters == 0 && a.lr_decay_iters == 0,
+            "--train-samples counts the schedule in samples: give --lr-warmup-samples / --lr-decay-samples, not the iteration flags");
+  } else {
+    require(a.lr_warmup_samples == 0 && a.lr_decay_samples == 0, "--lr-warmup-samples and --lr-decay-samples need --train-samples");
+  }
+  if (a.lr_warmup_fraction >= 0) {
+    require(a.lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1]");
+    require(a.lr_warmup_iters == 0 && a.lr_warmup_samples == 0,
+            "--lr-warmup-fraction excludes --lr-warmup-iters and --lr-warmup-samples");
+  }
+  require(a.lr_warmup_init >= 0 && a.lr_warmup_init <= a.lr, "--lr-warmup-init must be in [0, --lr]");
+}
+
 void validate(const TrainingArguments& a) {
   require(a.seq_length > 0, "--seq-length must be positive");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
@@ -107,6 +138,7 @@ void validate(const TrainingArguments& a) {
   require(a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be in [0, --lr]");
   require(a.lr_warmup_iters >= 0, "--lr-warmup-iters must be >= 0");
   require(a.lr_decay_iters >= 0, "--lr-decay-iters must be >= 0");
+  validate_schedule(a);
   require(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" || a.lr_decay_style == "cosine",
           "--lr-decay-style must be constant, linear or cosine (got '" + a.lr_decay_style + "')");
   require(a.weight_decay >= 0, "--weight-decay must be >= 0");
@@ -242,6 +274,12 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.micro_batch_size = number<int64_t>(r, "micro-batch-size");
   a.global_batch_size = number<int64_t>(r, "global-batch-size");
   a.train_iters = number<int64_t>(r, "train-iters");
+  a.train_samples = number<int64_t>(r, "train-samples");
+  if (a.train_samples != 0 && r.count("train-iters") > 0) throw std::invalid_argument("--train-iters and --train-samples exclude each other");
+  a.lr_warmup_samples = number<int64_t>(r, "lr-warmup-samples");
+  a.lr_decay_samples = number<int64_t>(r, "lr-decay-samples");
+  if (!r["lr-warmup-fraction"].as<std::string>().empty()) a.lr_warmup_fraction = number<double>(r, "lr-warmup-fraction");
+  a.lr_warmup_init = number<double>(r, "lr-warmup-init");
   a.lr = number<double>(r, "lr");
   a.min_lr = number<double>(r, "min-lr");
   a.lr_warmup_iters = number<int64_t>(r, "lr-warmup-iters");
@@ -260,6 +298,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.tokenizer.type = r["tokenizer-type"].as<std::string>();
   a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   a.tokenizer.merge_file = r["merge-file"].as<std::string>();
+  data::set_tokenizer_model(a.tokenizer, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
   a.eval_interval = number<int64_t>(r, "eval-interval");
   a.eval_iters = number<int64_t>(r, "eval-iters");
   a.exit_interval = number<int64_t>(r, "exit-interval");
@@ -292,7 +331,12 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   }
   validate(a);
   a.tokenizer_vocab_size = data::build_tokenizer(a.tokenizer)->vocab_size();
-  const int64_t vocab = data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
+  const int64_t padded = number<int64_t>(r, "padded-vocab-size");
+  if (padded != 0 && padded < a.tokenizer_vocab_size) {
+    throw std::invalid_argument("--padded-vocab-size " + std::to_string(padded) + " is smaller than the vocabulary of " +
+                                a.tokenizer.type + " (" + std::to_string(a.tokenizer_vocab_size) + ")");
+  }
+  const int64_t vocab = padded != 0 ? padded : data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
   a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});
   return a;
 }

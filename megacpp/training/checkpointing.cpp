@@ -1,5 +1,6 @@
 #include "megacpp/training/checkpointing.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +15,7 @@
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
 #include "megacpp/training/checkpoint_compatibility.h"
+#include "megacpp/training/lr_schedule.h"
 #include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
@@ -143,15 +145,18 @@ void restore_rng_state(const checkpoint::DcpReader& reader, const std::string& b
 #endif
 }
 
-// Megatron's opt_param_scheduler.state_dict().
-PyValue schedule_state(const TrainingArguments& args, int64_t iteration) {
-  const int64_t decay = args.lr_decay_iters > 0 ? args.lr_decay_iters : args.train_iters;
+// Megatron's opt_param_scheduler.state_dict(), in samples as Megatron counts them.
+PyValue schedule_state(const TrainingArguments& args, const TrainingProgress& progress, int dp_size) {
+  const int64_t global_batch = args.micro_batch_size * dp_size * gradient_accumulation_steps(args, dp_size);
+  const LearningRateSchedule schedule(args, global_batch);
+  const double warmup = schedule.warmup_samples();
   return PyValue::dict({{str("max_lr"), PyValue::real(args.lr)},
                         {str("min_lr"), PyValue::real(args.min_lr)},
-                        {str("lr_warmup_steps"), PyValue::integer(args.lr_warmup_iters)},
-                        {str("lr_decay_steps"), PyValue::integer(decay)},
+                        {str("lr_warmup_steps"), warmup == std::floor(warmup) ? PyValue::integer(static_cast<int64_t>(warmup))
+                                                                              : PyValue::real(warmup)},  // float from a fraction
+                        {str("lr_decay_steps"), PyValue::integer(schedule.decay_samples())},
                         {str("lr_decay_style"), str(args.lr_decay_style)},
-                        {str("num_steps"), PyValue::integer(iteration)}});
+                        {str("num_steps"), PyValue::integer(progress.consumed_train)}});
 }
 
 // The arguments that describe the run (Megatron keeps them, and the data position, in an
@@ -161,8 +166,9 @@ PyValue args_state(const TrainingArguments& args, const TrainingProgress& progre
   fields["model_type"] = args.model->model_type();
   fields["seq_length"] = args.seq_length;
   fields["micro_batch_size"] = args.micro_batch_size;
-  fields["global_batch_size"] = args.global_batch_size;
+  fields["global_batch_size"] = args.micro_batch_size * dp_size * gradient_accumulation_steps(args, dp_size);  // resolved
   fields["train_iters"] = args.train_iters;
+  if (args.train_samples > 0) fields["train_samples"] = args.train_samples;
   fields["seed"] = static_cast<int64_t>(args.seed);
   fields["world_size"] = world_size;
   fields["data_parallel_size"] = dp_size;
@@ -280,7 +286,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   if (coordinator) {
     job.add_unsharded("iteration", PyValue::integer(progress.iteration));
     job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));
-    job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress.iteration));
+    job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress, mesh_.data_parallel_size()));
     job.add_unsharded("args", args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size()));
     if (!format.optimizer_groups_per_parameter()) {
       // Megatron's common.pt keeps the param groups with the optimizer.

