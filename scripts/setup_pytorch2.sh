@@ -41,9 +41,9 @@ BUILD_PACKAGES=(build-essential cmake ccache pkg-config libcxxopts-dev libyaml-c
 if [ "$FLAVOR" = cpu ]; then
   # OpenBLAS as a user's PyTorch has it: with --no-install-recommends Debian's torch would run
   # on the reference BLAS, several times slower. nodejs runs the GPT-2 reference encoder; the
-  # real-data tests read the fortunes.
+  # real-data tests read the fortunes; spm_train makes the SentencePiece models tests read.
   PACKAGES=(python3-torch python3-safetensors python3-numpy libtorch-dev libgloo-dev
-    libopenblas0-pthread nodejs fortunes "${BUILD_PACKAGES[@]}")
+    libopenblas0-pthread nodejs fortunes sentencepiece "${BUILD_PACKAGES[@]}")
 else
   PACKAGES=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit "${BUILD_PACKAGES[@]}")
 fi
