@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
 #include "checkpoint/model_args.h"
@@ -50,15 +51,6 @@ std::vector<int64_t> transposed(std::vector<int64_t> shape) {
   return shape;
 }
 
-// The model a checkpoint's args describe, with the family they name (the default family for
-// checkpoints whose args record none).
-std::shared_ptr<const models::ModelConfig> config_of(const CheckpointReader& reader) {
-  const nlohmann::json args = args_json(reader.object("args"));
-  const auto type = args.find("model_type");
-  const std::string model_type = type != args.end() && type->is_string() ? type->get<std::string>() : models::kDefaultModelType;
-  return models::model_family(model_type).config_from_args(args, reader.dir());
-}
-
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot open");
@@ -88,7 +80,7 @@ std::string export_hf(const HfExportOptions& options) {
   }
   auto reader = CheckpointReader::open(options.load, options.step);
   if (!reader) throw std::runtime_error("--load " + options.load + " has no checkpoint (no " + tracker_path(options.load) + ")");
-  const auto config_ptr = config_of(*reader);
+  const auto config_ptr = checkpoint_model(*reader);
   const models::ModelConfig& config = *config_ptr;
   const models::ModelFamily& family = models::model_family(config.model_type());
   const at::ScalarType type = options.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
@@ -101,6 +93,7 @@ std::string export_hf(const HfExportOptions& options) {
                                " but the model in args needs " + serialization::shape_string(shape));
     }
     const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    if (hf.offset != 0.0) t = t.to(at::kFloat) + hf.offset;
     tensors.emplace_back(hf.name, (hf.transposed ? t.t() : t).to(type).contiguous());
   }
   std::vector<std::pair<std::string, serialization::TensorView>> views;
@@ -148,6 +141,7 @@ std::string import_hf(const HfImportOptions& options) {
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
     if (hf.transposed) t = t.t().contiguous();
+    if (hf.offset != 0.0) t = t.to(at::kFloat) - hf.offset;
     job.items.add_block(options.format.model(fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
   }
   // Every tensor of the folder must be one the family knows (it throws for others).

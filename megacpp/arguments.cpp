@@ -7,10 +7,11 @@
 
 #include <cxxopts.hpp>
 
+#include "megacpp/argument_rules.h"
+#include "checkpoint/checkpoint_model.h"
 #include "megacpp/checked_math.h"
 #include "megacpp/megatron_flags.h"
 #include "megacpp/model_arguments.h"
-#include "megacpp/training/checkpoint_compatibility.h"
 #include "models/registry.h"
 
 namespace megacpp {
@@ -56,9 +57,20 @@ cxxopts::Options make_options() {
       ("adam-beta2", "AdamW beta2", cxxopts::value<std::string>()->default_value("0.999"))
       ("adam-eps", "AdamW epsilon", cxxopts::value<std::string>()->default_value("1e-8"))
       ("clip-grad", "clip gradients to this global norm (0: off)", cxxopts::value<std::string>()->default_value("1.0"))
+      ("decoupled-lr", "peak learning rate of the input and output layers (default: --lr)", cxxopts::value<std::string>()->default_value(""))
+      ("decoupled-min-lr", "final learning rate of the input and output layers (default: --min-lr)",
+       cxxopts::value<std::string>()->default_value(""))
       ("no-check-for-nan-in-loss-and-grad", "go on when a loss or the gradient norm is NaN or Inf (by default the run stops)")
       ("seed", "random seed", cxxopts::value<std::string>()->default_value("1234"))
-      ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)");
+      ("bf16", "bf16 mixed precision (FSDP2 param_dtype bf16, reduce_dtype fp32)")
+      ("fp16", "fp16 mixed precision with loss scaling (FSDP2 param_dtype fp16, reduce_dtype fp32)")
+      ("loss-scale", "a constant loss scale (default: dynamic with --fp16)", cxxopts::value<std::string>()->default_value("0"))
+      ("initial-loss-scale", "--fp16: the dynamic loss scale to start from", cxxopts::value<std::string>()->default_value("4294967296"))
+      ("min-loss-scale", "--fp16: the dynamic loss scale's floor", cxxopts::value<std::string>()->default_value("1"))
+      ("loss-scale-window", "--fp16: iterations without overflow before the scale doubles",
+       cxxopts::value<std::string>()->default_value("1000"))
+      ("hysteresis", "--fp16: overflowing iterations before the scale halves", cxxopts::value<std::string>()->default_value("2"))
+      ("grad-reduce-in-bf16", "reduce gradients in bf16 (FSDP2 reduce_dtype bf16)");
   o.add_options("data")
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
@@ -70,6 +82,12 @@ cxxopts::Options make_options() {
       ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""))
       ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", cxxopts::value<std::string>()->default_value(""))
       ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", cxxopts::value<std::string>()->default_value(""));
+  o.add_options("data loading")
+      ("dataloader-type", "single: the training samples in order; cyclic: a random order drawn anew each pass",
+       cxxopts::value<std::string>()->default_value("single"))
+      ("num-workers", "threads that read the next iteration's micro-batches while one computes (0: read when needed)",
+       cxxopts::value<std::string>()->default_value("2"))
+      ("data-cache-path", "keep the datasets' sample indices here and reuse them in later runs", cxxopts::value<std::string>()->default_value(""));
   o.add_options("evaluation")
       ("eval-interval", "iterations between validation runs", cxxopts::value<std::string>()->default_value("1000"))
       ("eval-iters", "validation batches per run (0: no validation)", cxxopts::value<std::string>()->default_value("100"))
@@ -80,7 +98,13 @@ cxxopts::Options make_options() {
       ("use-torch-fsdp2", "shard parameters, gradients and optimizer state with FSDP2")
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
       ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
-      ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"));
+      ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"))
+      ("recompute-granularity", "full: recompute whole layers in backward (with --recompute-method)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("recompute-method", "uniform: every layer; block: the first --recompute-num-layers", cxxopts::value<std::string>()->default_value(""))
+      ("recompute-num-layers", "layers recomputed with --recompute-method block", cxxopts::value<std::string>()->default_value("0"))
+      ("empty-unused-memory-level", "1 or 2: return the device's cached memory after each iteration (0: keep it)",
+       cxxopts::value<std::string>()->default_value("0"));
   o.add_options("checkpointing")
       ("save", "save checkpoints under this directory (DIR/iter_0000100/)", cxxopts::value<std::string>()->default_value(""))
       ("save-interval", "iterations between checkpoints (one is also saved at the end)", cxxopts::value<std::string>()->default_value("0"))
@@ -91,6 +115,8 @@ cxxopts::Options make_options() {
       ("no-load-optim", "do not load the optimizer state")
       ("no-load-rng", "do not load the random number generator states")
       ("no-save-rng", "do not save the random number generator states")
+      ("exit-on-missing-checkpoint", "stop when --load has no checkpoint instead of training from scratch")
+      ("use-checkpoint-args", "train the model the --load checkpoint holds (its args), not the one the model flags describe")
       ("finetune", "load only the model weights and start at iteration 0")
       ("dist-ckpt-strictness", "tensors in the --load checkpoint the model does not have: raise_unexpected, raise_all, "
        "log_unexpected, log_all, assume_ok_unexpected or ignore_all (the last four need --finetune)",
@@ -102,76 +128,16 @@ cxxopts::Options make_options() {
       ("peak-tflops", "peak TFLOP/s of one device, to log model FLOPs utilization (MFU)", cxxopts::value<std::string>()->default_value("0"))
       ("tensorboard-dir", "write TensorBoard event files here (rank 0)", cxxopts::value<std::string>()->default_value(""))
       ("tensorboard-log-interval", "iterations between TensorBoard points", cxxopts::value<std::string>()->default_value("1"))
+      ("profile", "trace the iterations after --profile-step-start up to --profile-step-end with libtorch's profiler")
+      ("profile-step-start", "profiling starts after this iteration", cxxopts::value<std::string>()->default_value("10"))
+      ("profile-step-end", "profiling stops after this iteration", cxxopts::value<std::string>()->default_value("12"))
+      ("profile-ranks", "the ranks that profile", cxxopts::value<std::string>()->default_value("0"))
+      ("profile-save-path", "where the traces go (default: --tensorboard-dir, else ./profile)",
+       cxxopts::value<std::string>()->default_value(""))
       ("dump-final-params", "after training, write the gathered fp32 parameters to this file (torch archive)",
        cxxopts::value<std::string>()->default_value(""))
       ("h,help", "print this help");
   return o;
-}
-
-// Megatron's rules: iterations or samples, not both; the warmup given once.
-void validate_schedule(const TrainingArguments& a) {
-  require(a.train_samples >= 0 && a.lr_warmup_samples >= 0 && a.lr_decay_samples >= 0,
-          "--train-samples, --lr-warmup-samples and --lr-decay-samples must be >= 0");
-  if (a.train_samples > 0) {
-    require(a.lr_warmup_iters == 0 && a.lr_decay_iters == 0,
-            "--train-samples counts the schedule in samples: give --lr-warmup-samples / --lr-decay-samples, not the iteration flags");
-  } else {
-    require(a.lr_warmup_samples == 0 && a.lr_decay_samples == 0, "--lr-warmup-samples and --lr-decay-samples need --train-samples");
-  }
-  if (a.lr_warmup_fraction >= 0) {
-    require(a.lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1]");
-    require(a.lr_warmup_iters == 0 && a.lr_warmup_samples == 0,
-            "--lr-warmup-fraction excludes --lr-warmup-iters and --lr-warmup-samples");
-  }
-  require(a.lr_warmup_init >= 0 && a.lr_warmup_init <= a.lr, "--lr-warmup-init must be in [0, --lr]");
-}
-
-void validate(const TrainingArguments& a) {
-  require(a.seq_length > 0, "--seq-length must be positive");
-  require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
-  // Each micro-batch is seq + 1 token ids of 8 bytes per sample.
-  checked_product({{a.micro_batch_size, "--micro-batch-size"}, {checked_sum({{a.seq_length, "--seq-length"}, {1, "1"}}, "the sample length"), "(--seq-length + 1)"}, {8, "8 bytes"}},
-                  "the bytes of a micro-batch");
-  require(a.global_batch_size >= 0, "--global-batch-size must be >= 0 (0: micro batch x data-parallel size)");
-  require(a.train_iters > 0, "--train-iters must be positive");
-  require(a.lr >= 0, "--lr must be >= 0");
-  require(a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be in [0, --lr]");
-  require(a.lr_warmup_iters >= 0, "--lr-warmup-iters must be >= 0");
-  require(a.lr_decay_iters >= 0, "--lr-decay-iters must be >= 0");
-  validate_schedule(a);
-  require(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" || a.lr_decay_style == "cosine",
-          "--lr-decay-style must be constant, linear or cosine (got '" + a.lr_decay_style + "')");
-  require(a.weight_decay >= 0, "--weight-decay must be >= 0");
-  require(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1)");
-  require(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1)");
-  require(a.adam_eps > 0, "--adam-eps must be positive");
-  require(a.clip_grad >= 0, "--clip-grad must be >= 0");
-  require(a.log_interval > 0, "--log-interval must be positive");
-  require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
-  require(a.init_method_std > 0, "--init-method-std must be positive");
-  require(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
-                                                             : "no training data: pass --data-path PREFIX (or --mock-data)");
-  require(a.make_vocab_size_divisible_by > 0, "--make-vocab-size-divisible-by must be positive");
-  require(a.eval_interval > 0, "--eval-interval must be positive");
-  require(a.eval_iters >= 0, "--eval-iters must be >= 0 (0: no validation)");
-  require(a.exit_interval >= 0, "--exit-interval must be >= 0 (0: never)");
-  require(a.exit_duration_in_mins >= 0, "--exit-duration-in-mins must be >= 0 (0: never)");
-  require(a.peak_tflops >= 0, "--peak-tflops must be >= 0 (0: unknown)");
-  require(a.tensorboard_log_interval > 0, "--tensorboard-log-interval must be positive");
-  require(a.save_interval >= 0, "--save-interval must be >= 0 (0: only at the end of training)");
-  require(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save");
-  require(!a.async_save || !a.save.empty(), "--async-save needs --save");
-  require(a.ckpt_step >= -1, "--ckpt-step must be an iteration number");
-  require(a.ckpt_step < 0 || !a.load.empty(), "--ckpt-step needs --load");
-  require(!a.finetune || !a.load.empty(), "--finetune needs --load");
-  require(training::parse_dist_ckpt_strictness(a.dist_ckpt_strictness) == training::UnexpectedKeys::kRaise || a.finetune,
-          "--dist-ckpt-strictness " + a.dist_ckpt_strictness +
-              " needs --finetune: a resumed run loads exactly the model it saved");
-  require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");
-  require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
-  require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
-  require(!a.bf16 || a.use_torch_fsdp2,
-          "--bf16 needs --use-torch-fsdp2 (mixed precision is done by the FSDP2 engine, also on one rank)");
 }
 
 // Numbers are read as text and converted here, so a malformed value names its flag.
@@ -187,13 +153,15 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-// Megatron's --data-path takes several words ("0.7 A 0.3 B"); cxxopts takes one value per
-// flag, so the words up to the next flag are joined into that one value here.
+// Megatron's --data-path takes several words ("0.7 A 0.3 B"), --spec two (a module and a
+// function) and --profile-ranks a list; cxxopts takes one value per flag, so the words up to the next flag are joined into
+// that one value here.
 std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv) {
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     out.emplace_back(argv[i]);
-    if (out.back() != "--data-path") continue;
+    const std::string& flag = out.back();
+    if (flag != "--data-path" && flag != "--spec" && flag != "--profile-ranks") continue;  // Megatron's nargs='*'/'+' flags
     std::string joined;
     while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) joined += (joined.empty() ? "" : " ") + std::string(argv[++i]);
     out.push_back(joined);
@@ -203,14 +171,15 @@ std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv
 
 // What cxxopts did not recognise (`unmatched`, in the order of `words`): each unknown flag with
 // megacpp's reason when it is a Megatron flag megacpp does not support, and each stray word that
-// is not the value of such a flag.
+// is not a value of such a flag (the words after it up to the next flag, as Megatron's flags may
+// take several: --rampup-batch-size 16 16 5859375).
 std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& words, std::vector<std::string> unmatched) {
   std::vector<std::string> problems;
   bool after_unknown_flag = false;
   for (size_t i = 1; i < words.size(); ++i) {
     auto it = std::find(unmatched.begin(), unmatched.end(), words[i]);
     if (it == unmatched.end()) {
-      after_unknown_flag = false;
+      after_unknown_flag = after_unknown_flag && words[i].rfind("-", 0) != 0;
       continue;
     }
     unmatched.erase(it);
@@ -222,11 +191,33 @@ std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& 
       after_unknown_flag = word.find('=') == std::string::npos;
     } else if (!after_unknown_flag) {
       problems.push_back("unexpected argument '" + word + "'");
-    } else {
-      after_unknown_flag = false;  // the unknown flag's value
-    }
+    }  // else a value of the unknown flag
   }
   return problems;
+}
+
+// Megatron's --use-checkpoint-args: the model is the --load checkpoint's, whatever the model
+// flags say. Without a checkpoint the flags stand (Megatron warns), unless
+// --exit-on-missing-checkpoint.
+void use_checkpoint_model(TrainingArguments& a) {
+  const auto reader = checkpoint::CheckpointReader::open(a.load, a.ckpt_step >= 0 ? std::optional<int64_t>(a.ckpt_step) : std::nullopt);
+  if (!reader) {
+    if (a.exit_on_missing_checkpoint) {
+      throw std::invalid_argument("--use-checkpoint-args: --load " + a.load + " has no checkpoint and --exit-on-missing-checkpoint is given");
+    }
+    a.notes.push_back("--use-checkpoint-args: --load " + a.load + " has no checkpoint; the model flags stand");
+    return;
+  }
+  const auto model = checkpoint::checkpoint_model(*reader);
+  const int64_t vocab = model->to_args().value("padded_vocab_size", int64_t{0});
+  if (vocab > 0 && vocab < a.tokenizer_vocab_size) {
+    throw std::invalid_argument("--use-checkpoint-args: the model of " + reader->dir() + " has a vocabulary of " + std::to_string(vocab) +
+                                ", smaller than " + a.tokenizer.type + "'s " + std::to_string(a.tokenizer_vocab_size));
+  }
+  a.model = model;
+  a.model_type = model->model_type();
+  a.notes.push_back("--use-checkpoint-args: the model of " + reader->dir() + " (--model-type " + a.model_type + " " +
+                    model->to_flags() + "), not the model flags");
 }
 
 }  // namespace
@@ -290,6 +281,11 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.adam_beta2 = number<double>(r, "adam-beta2");
   a.adam_eps = number<double>(r, "adam-eps");
   a.clip_grad = number<double>(r, "clip-grad");
+  for (auto [flag, value] : {std::pair{"decoupled-lr", &a.decoupled_lr}, {"decoupled-min-lr", &a.decoupled_min_lr}}) {
+    if (r[flag].as<std::string>().empty()) continue;
+    *value = number<double>(r, flag);
+    if (*value < 0) throw std::invalid_argument("--" + std::string(flag) + " must be >= 0");
+  }
   a.check_for_nan_in_loss_and_grad = !r["no-check-for-nan-in-loss-and-grad"].as<bool>();
   a.seed = number<uint64_t>(r, "seed");
   a.mock_data = r["mock-data"].as<bool>();
@@ -302,17 +298,44 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.eval_interval = number<int64_t>(r, "eval-interval");
   a.eval_iters = number<int64_t>(r, "eval-iters");
   a.exit_interval = number<int64_t>(r, "exit-interval");
+  a.num_workers = number<int>(r, "num-workers");
+  a.dataloader_type = r["dataloader-type"].as<std::string>();
+  a.data_cache_path = r["data-cache-path"].as<std::string>();
   a.exit_duration_in_mins = number<double>(r, "exit-duration-in-mins");
   a.bf16 = r["bf16"].as<bool>();
-  a.use_torch_fsdp2 = r["use-torch-fsdp2"].as<bool>();
+  a.fp16 = r["fp16"].as<bool>();
+  a.loss_scale = number<double>(r, "loss-scale");
+  a.initial_loss_scale = number<double>(r, "initial-loss-scale");
+  a.min_loss_scale = number<double>(r, "min-loss-scale");
+  a.loss_scale_window = number<int64_t>(r, "loss-scale-window");
+  a.hysteresis = number<int64_t>(r, "hysteresis");
+  a.grad_reduce_in_bf16 = r["grad-reduce-in-bf16"].as<bool>();
+  // Megatron's sharded optimizer is FSDP2's (megatron_flags.cpp says so in the log).
+  a.use_torch_fsdp2 = r["use-torch-fsdp2"].as<bool>() || r.count("use-distributed-optimizer") > 0;
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
   a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
   a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
+  a.recompute_granularity = r["recompute-granularity"].as<std::string>();
+  a.recompute_method = r["recompute-method"].as<std::string>();
+  a.recompute_num_layers = number<int64_t>(r, "recompute-num-layers");
+  a.empty_unused_memory_level = number<int>(r, "empty-unused-memory-level");
+  if (a.recompute_method == "uniform" && a.recompute_num_layers > 1) {
+    a.notes.push_back("--recompute-method uniform --recompute-num-layers " + std::to_string(a.recompute_num_layers) +
+                      ": megacpp recomputes each layer on its own (Megatron checkpoints that many layers together): the "
+                      "same computation, with every layer's input kept");
+  }
   a.log_interval = number<int64_t>(r, "log-interval");
   a.peak_tflops = number<double>(r, "peak-tflops");
   a.tensorboard_dir = r["tensorboard-dir"].as<std::string>();
   a.tensorboard_log_interval = number<int64_t>(r, "tensorboard-log-interval");
   a.dump_final_params = r["dump-final-params"].as<std::string>();
+  a.profile = r["profile"].as<bool>();
+  a.profile_step_start = number<int64_t>(r, "profile-step-start");
+  a.profile_step_end = number<int64_t>(r, "profile-step-end");
+  a.profile_ranks.clear();
+  for (const auto& rank : split_words(r["profile-ranks"].as<std::string>())) a.profile_ranks.push_back(models::parse_flag_number<int>("profile-ranks", rank));
+  a.profile_dir = r["profile-save-path"].as<std::string>();
+  if (a.profile_dir.empty()) a.profile_dir = a.tensorboard_dir.empty() ? "profile" : a.tensorboard_dir;
   a.save = r["save"].as<std::string>();
   a.save_interval = number<int64_t>(r, "save-interval");
   a.load = r["load"].as<std::string>();
@@ -322,15 +345,20 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.no_load_optim = r["no-load-optim"].as<bool>();
   a.no_load_rng = r["no-load-rng"].as<bool>();
   a.no_save_rng = r["no-save-rng"].as<bool>();
+  a.exit_on_missing_checkpoint = r["exit-on-missing-checkpoint"].as<bool>();
+  a.use_checkpoint_args = r["use-checkpoint-args"].as<bool>();
   a.finetune = r["finetune"].as<bool>();
   a.dist_ckpt_strictness = r["dist-ckpt-strictness"].as<std::string>();
   a.async_save = r["async-save"].as<bool>();
   a.no_initialization = r["no-initialization"].as<bool>();
-  if (a.tokenizer.type != "NullTokenizer" && a.tokenizer.vocab_size != 0) {
-    throw std::invalid_argument("--vocab-size is for NullTokenizer; " + a.tokenizer.type + " has its own vocabulary");
-  }
-  validate(a);
+  const int64_t stated_vocab = a.tokenizer.vocab_size;  // with another tokenizer, a check (Megatron's scripts give it)
+  if (a.tokenizer.type != "NullTokenizer") a.tokenizer.vocab_size = 0;
+  validate_arguments(a);
   a.tokenizer_vocab_size = data::build_tokenizer(a.tokenizer)->vocab_size();
+  if (a.tokenizer.type != "NullTokenizer" && stated_vocab != 0 && stated_vocab != a.tokenizer_vocab_size) {
+    throw std::invalid_argument("--vocab-size " + std::to_string(stated_vocab) + " is not the vocabulary of " + a.tokenizer.type +
+                                " (" + std::to_string(a.tokenizer_vocab_size) + "); leave --vocab-size out or make them agree");
+  }
   const int64_t padded = number<int64_t>(r, "padded-vocab-size");
   if (padded != 0 && padded < a.tokenizer_vocab_size) {
     throw std::invalid_argument("--padded-vocab-size " + std::to_string(padded) + " is smaller than the vocabulary of " +
@@ -338,6 +366,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   }
   const int64_t vocab = padded != 0 ? padded : data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
   a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});
+  if (a.use_checkpoint_args) use_checkpoint_model(a);
   return a;
 }
 

@@ -45,6 +45,10 @@ struct TrainingArguments {
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double clip_grad = 1.0;
+  // Megatron's decoupled learning rate of the input and output layers (the token embedding and
+  // the output layer): the same schedule between these bounds. < 0: not given (--lr, --min-lr).
+  double decoupled_lr = -1;
+  double decoupled_min_lr = -1;
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   // data
   bool mock_data = false;
@@ -58,19 +62,42 @@ struct TrainingArguments {
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   int64_t exit_interval = 0;  // 0: never
+  std::string dataloader_type = "single";  // or cyclic (megacpp/training/cyclic_samples.h)
+  int num_workers = 2;  // threads reading the next iteration's micro-batches (Megatron's default 2)
+  std::string data_cache_path;  // where the GPT datasets' sample indices are kept between runs
   double exit_duration_in_mins = 0;  // 0: never (Megatron takes whole minutes; fractions work too)
   // precision and parallelism
   bool bf16 = false;
+  bool fp16 = false;  // FSDP2 param_dtype fp16 with a loss scaler (megacpp/training/loss_scaler.h)
+  double loss_scale = 0;  // > 0: a constant scale (also with --bf16); 0: dynamic with --fp16
+  double initial_loss_scale = 4294967296.0;  // 2^32, Megatron's
+  double min_loss_scale = 1.0;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool grad_reduce_in_bf16 = false;  // FSDP2 reduce_dtype bf16
   bool use_torch_fsdp2 = false;
   std::string fsdp2_config_path;
   bool init_model_with_meta_device = false;
   int distributed_timeout_minutes = 10;
+  // Megatron's activation recompute of whole layers (mapped onto fsdp2_config.yaml's
+  // recompute_modules by megacpp/config/fsdp2_config_from_args.h).
+  std::string recompute_granularity;  // "" or full ("selective" is refused)
+  std::string recompute_method;       // uniform or block, with full
+  int64_t recompute_num_layers = 0;
+  int empty_unused_memory_level = 0;  // 1, 2: return the device's cached blocks after each iteration
   // logging and outputs
   int64_t log_interval = 100;
   double peak_tflops = 0;  // per device; 0: unknown, no MFU
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   std::string dump_final_params;
+  // --profile: libtorch's profiler over iterations profile_step_start + 1 to profile_step_end
+  // (as Megatron), on the ranks listed, a Chrome trace per rank in profile_dir.
+  bool profile = false;
+  int64_t profile_step_start = 10;
+  int64_t profile_step_end = 12;
+  std::vector<int> profile_ranks = {0};
+  std::string profile_dir;
   // checkpoints
   std::string save;
   int64_t save_interval = 0;  // 0: only at the end of training
@@ -81,6 +108,8 @@ struct TrainingArguments {
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool no_save_rng = false;
+  bool exit_on_missing_checkpoint = false;  // else a --load without a checkpoint trains from scratch
+  bool use_checkpoint_args = false;  // the model is the --load checkpoint's (its args)
   bool finetune = false;
   // Tensors in a --load checkpoint that the model does not have: raise (megacpp's default),
   // log or ignore; the latter two only with --finetune.

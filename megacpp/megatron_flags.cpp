@@ -31,12 +31,16 @@ const CompatibleFlag kCompatible[] = {
     {"tensor-model-parallel-size", "1", "megacpp has no tensor parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
     {"pipeline-model-parallel-size", "1", "megacpp has no pipeline parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
     {"context-parallel-size", "1", "megacpp has no context parallelism yet", nullptr},
+    {"context-parallel-algo", "*", "with --context-parallel-size 1 no context-parallel algorithm runs", nullptr},
+    {"spec", "mindspeed_llm.tasks.models.spec.qwen3_spec layer_spec",
+     "the llama family computes Qwen3's layer (its QK norm with --qk-layernorm, as MindSpeed's scripts give it)", nullptr},
     {"expert-model-parallel-size", "1", "megacpp has no expert parallelism", nullptr},
     {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
     {"distributed-backend", "nccl|gloo", "megacpp uses NCCL on GPUs and Gloo on CPUs", nullptr},
-    {"use-distributed-optimizer", nullptr, "FSDP2 already shards the optimizer state",
-     "--use-distributed-optimizer: FSDP2 already shards the optimizer state over the data-parallel ranks; nothing more "
-     "to do (MindSpeed asks FSDP2 users to leave it off)"},
+    {"use-distributed-optimizer", nullptr, "FSDP2 shards the optimizer state; without --use-torch-fsdp2 it turns FSDP2 on",
+     "--use-distributed-optimizer: FSDP2 already shards the optimizer state over the data-parallel ranks (MindSpeed asks "
+     "FSDP2 users to leave it off); given without --use-torch-fsdp2 it turns FSDP2 on, which shards the parameters and "
+     "gradients too: the same updates"},
     {"no-masked-softmax-fusion", nullptr, "megacpp has no fused masked softmax", nullptr},
     {"no-gradient-accumulation-fusion", nullptr, "megacpp has no fused gradient accumulation", nullptr},
     {"no-bias-swiglu-fusion", nullptr, "megacpp has no fused bias-SwiGLU", nullptr},
@@ -60,8 +64,17 @@ const CompatibleFlag kCompatible[] = {
     {"log-memory-to-tensorboard", nullptr, "TensorBoard always gets the memory scalars", nullptr},
     {"timing-log-level", "*", "the iteration time is in every iteration line", nullptr},
     {"tensorboard-queue-size", "*", "megacpp writes TensorBoard events at every log line", nullptr},
+    {"calculate-per-token-loss", nullptr,
+     "megacpp has no loss mask: every token counts, so its mean over micro-batches and ranks is the per-token mean", nullptr},
+    {"attention-softmax-in-fp32", nullptr, "the attention softmax always runs in fp32 (or wider)", nullptr},
+    {"optimizer", "adam|adamw", "megacpp's optimizer is AdamW, which is what Megatron's adam is (decoupled weight decay)", nullptr},
+    {"rerun-mode", "disabled", "megacpp has no re-run state machine; its NaN/Inf guard stops the run instead", nullptr},
+    {"no-create-attention-mask-in-dataloader", nullptr, "megacpp builds no mask: attention is causal in the kernel", nullptr},
+    {"no-mmap-bin-files", nullptr, "megacpp maps the .bin files; the samples are the same", nullptr},
+    {"tiktoken-pattern", "*", "read only by Megatron's TikTokenizer, which megacpp does not have", nullptr},
     {"tokenizer-not-use-fast", nullptr, "megacpp has one implementation of each tokenizer (the same ids)", nullptr},
     {"no-shared-storage", nullptr, "each rank writes only its own checkpoint file", nullptr},
+    {"use-pytorch-profiler", nullptr, "--profile always traces with libtorch's profiler", nullptr},
 };
 
 // A Megatron flag (or family of flags, by prefix) megacpp does not support, and why.
@@ -72,18 +85,14 @@ struct RefusedFlag {
 
 const RefusedFlag kRefused[] = {
     {"fp8*", "megacpp has no fp8 (it needs Transformer Engine); use --bf16"},
-    {"fp16", "not supported yet: use --bf16"},
     {"num-experts", "megacpp has no mixture-of-experts models yet"},
     {"moe-*", "megacpp has no mixture-of-experts models yet"},
     {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
     {"rampup-batch-size", "not supported yet: megacpp's global batch is constant"},
-    {"recompute-granularity", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
-    {"recompute-method", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
-    {"recompute-num-layers", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
-    {"recompute-activations", "megacpp recomputes the modules that fsdp2_config.yaml's recompute_modules names"},
+    {"recompute-activations",
+     "it is Megatron's selective recompute (core attention only); megacpp recomputes whole layers: use "
+     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"},
     {"wandb-*", "megacpp logs to TensorBoard only (--tensorboard-dir)"},
-    {"profile", "not supported yet"},
-    {"data-cache-path", "not supported yet: megacpp builds the sample indices in memory at every start"},
     {"virtual-pipeline-model-parallel-size", "megacpp has no pipeline parallelism"},
     {"num-layers-per-virtual-pipeline-stage", "megacpp has no pipeline parallelism"},
 };

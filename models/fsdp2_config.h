@@ -15,6 +15,11 @@ struct FSDP2Config {
   std::vector<std::string> sub_modules_to_wrap;   // module patterns sharded as their own group
   std::vector<std::string> ignored_modules;       // kept whole, gradients averaged like DDP
   std::vector<std::string> recompute_modules;     // activation recompute
+  // Megatron's --recompute-granularity full: recompute every module of the model's module
+  // classes (its layers) as well, and with recompute_num_layers > 0 only the first that many
+  // of all recomputed modules, in forward order (--recompute-method block).
+  bool recompute_default_module_classes = false;
+  int64_t recompute_num_layers = 0;
   bool reshard_after_forward = true;
   c10::optional<c10::ScalarType> param_dtype;
   c10::optional<c10::ScalarType> reduce_dtype;
@@ -38,6 +43,8 @@ struct FSDP2Config {
 inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
   return a.sharding_size == b.sharding_size && a.sub_modules_to_wrap == b.sub_modules_to_wrap &&
          a.ignored_modules == b.ignored_modules && a.recompute_modules == b.recompute_modules &&
+         a.recompute_default_module_classes == b.recompute_default_module_classes &&
+         a.recompute_num_layers == b.recompute_num_layers &&
          a.reshard_after_forward == b.reshard_after_forward && a.param_dtype == b.param_dtype &&
          a.reduce_dtype == b.reduce_dtype && a.output_dtype == b.output_dtype &&
          a.cast_forward_inputs == b.cast_forward_inputs && a.num_to_forward_prefetch == b.num_to_forward_prefetch &&

@@ -79,6 +79,17 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
   out.sub_modules_to_wrap = with_classes_resolved(config.sub_modules_to_wrap, classes, known_text, "sub_modules_to_wrap");
   out.recompute_modules = with_classes_resolved(config.recompute_modules, classes, known_text, "recompute_modules");
   out.ignored_modules = with_classes_resolved(config.ignored_modules, classes, known_text, "ignored_modules");
+  if (config.recompute_default_module_classes) {
+    if (classes.empty()) {
+      throw std::invalid_argument("--recompute-granularity full: this model lists no module classes (layers) to "
+                                  "recompute; name the modules with recompute_modules in fsdp2_config.yaml");
+    }
+    for (const auto& entry : classes) {
+      auto& recompute = out.recompute_modules;
+      if (std::find(recompute.begin(), recompute.end(), entry.second) == recompute.end()) recompute.push_back(entry.second);
+    }
+    out.recompute_default_module_classes = false;
+  }
 
   if (config.wrap_embeddings) {
     const std::string path = input_embeddings_path();
@@ -155,7 +166,10 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   plan.options.device = device;
   plan.wrap_paths = ordered(order, match_module_paths(root, config.sub_modules_to_wrap, "sub_modules_to_wrap"));
   plan.wrap_paths.erase(std::remove(plan.wrap_paths.begin(), plan.wrap_paths.end(), ""), plan.wrap_paths.end());
-  plan.recompute_paths = match_module_paths(root, config.recompute_modules, "recompute_modules");
+  plan.recompute_paths = ordered(order, match_module_paths(root, config.recompute_modules, "recompute_modules"));
+  if (config.recompute_num_layers > 0 && static_cast<int64_t>(plan.recompute_paths.size()) > config.recompute_num_layers) {
+    plan.recompute_paths.resize(static_cast<size_t>(config.recompute_num_layers));  // the first N, in forward order
+  }
   for (auto& path : match_module_paths(root, config.ignored_modules, "ignored_modules")) {
     auto& module = *root.named_modules("", true)[path];
     for (auto& p : module.parameters(/*recurse=*/true)) {

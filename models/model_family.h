@@ -45,11 +45,13 @@ struct ModelContext {
   int64_t seq_length = 0;
 };
 
-// A weight's Hugging Face name, and whether it is stored transposed there (GPT-2's Conv1D
-// keeps [in, out] where a Linear keeps [out, in]).
+// A weight's Hugging Face name, whether it is stored transposed there (GPT-2's Conv1D keeps
+// [in, out] where a Linear keeps [out, in]), and what is added to it there (a zero-centered
+// norm weight, which scales by 1 + weight, is stored as 1 + weight).
 struct HfTensorName {
   std::string name;
   bool transposed = false;
+  double offset = 0.0;
 };
 
 class ModelFamily {

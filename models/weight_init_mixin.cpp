@@ -66,8 +66,8 @@ bool WeightInitMixin::init_module(const std::string& path, parallel::Module& mod
     fill_normal(module, path, "weight", std, seed);
     return true;
   }
-  if (dynamic_cast<RMSNorm*>(&module)) {
-    fill_constant(module, "weight", 1.0);
+  if (auto* norm = dynamic_cast<RMSNorm*>(&module)) {
+    fill_constant(module, "weight", norm->initial_weight());
     return true;
   }
   return false;

@@ -1,5 +1,7 @@
 #include "parallel/compat.h"
 
+#include <torch/csrc/autograd/profiler_kineto.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -78,5 +80,21 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return chunked_causal_attention(q, k, v);
 #endif
 }
+
+}  // namespace megacpp::parallel::compat
+
+namespace megacpp::parallel::compat {
+
+#if TORCH_VERSION_MAJOR >= 2
+double profiler_start_us(const torch::autograd::profiler::KinetoEvent& event) { return static_cast<double>(event.startNs()) / 1e3; }
+double profiler_duration_us(const torch::autograd::profiler::KinetoEvent& event) {
+  return static_cast<double>(event.durationNs()) / 1e3;
+}
+#else
+double profiler_start_us(const torch::autograd::profiler::KinetoEvent& event) { return static_cast<double>(event.startUs()); }
+double profiler_duration_us(const torch::autograd::profiler::KinetoEvent& event) {
+  return static_cast<double>(event.durationUs());
+}
+#endif
 
 }  // namespace megacpp::parallel::compat

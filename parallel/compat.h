@@ -12,6 +12,8 @@
 //    (`make_tcp_store`).
 //  - torch::optim keys its per-parameter state by the TensorImpl's address printed as a
 //    string in 1.13 and by the address itself in 2.x (`optimizer_state_key`).
+//  - The profiler's events give their times in microseconds in 1.13, nanoseconds in 2.x
+//    (`profiler_start_us`, `profiler_duration_us`).
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
@@ -61,5 +63,17 @@ c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d:
 // scaled_dot_product_attention (flash attention on CPU and GPU); 1.13: blocks of query rows,
 // each against the keys up to its end.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace megacpp::parallel::compat
+
+namespace torch::autograd::profiler {
+struct KinetoEvent;
+}
+
+namespace megacpp::parallel::compat {
+
+// A profiler event's start (since the epoch) and duration, in microseconds.
+double profiler_start_us(const torch::autograd::profiler::KinetoEvent& event);
+double profiler_duration_us(const torch::autograd::profiler::KinetoEvent& event);
 
 }  // namespace megacpp::parallel::compat

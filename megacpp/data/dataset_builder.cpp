@@ -58,6 +58,10 @@ DataBlend parse_data_blend(const std::vector<std::string>& words) {
 std::array<double, 3> parse_split(const std::string& text) {
   std::array<double, 3> parts{0, 0, 0};
   std::string normalized = text;
+  // Megatron picks the numbers out of the text, so a value that a launch script quotes inside a
+  // bash array ("--split '99,1,0'", which reaches the program with its quotes) works there.
+  const bool quoted = text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front();
+  if (quoted) normalized = text.substr(1, text.size() - 2);
   for (char& c : normalized) {
     if (c == '/') c = ',';
   }
@@ -79,7 +83,8 @@ std::array<double, 3> parse_split(const std::string& text) {
 }
 
 DatasetSplits build_gpt_datasets(const DataBlend& blend, const std::array<double, 3>& split,
-                                 const std::array<int64_t, 3>& num_samples, int64_t seq_length, uint64_t seed) {
+                                 const std::array<int64_t, 3>& num_samples, int64_t seq_length, uint64_t seed,
+                                 const SampleIndexCache& cache) {
   DatasetSplits result;
   std::array<std::vector<std::shared_ptr<const SampleSource>>, 3> parts;
   const bool blended = blend.paths.size() > 1;
@@ -104,7 +109,9 @@ DatasetSplits build_gpt_datasets(const DataBlend& blend, const std::array<double
       const int64_t wanted =
           blended ? static_cast<int64_t>(std::ceil(std::ceil(static_cast<double>(num_samples[s]) * blend.weights[d] / weight_total) * 1.005))
                   : num_samples[s];
-      parts[s].push_back(std::make_shared<GPTDataset>(data, bounds[s], bounds[s + 1], wanted, seq_length, seed));
+      auto dataset = std::make_shared<GPTDataset>(data, bounds[s], bounds[s + 1], wanted, seq_length, seed, cache);
+      if (dataset->indices_from_cache()) line << " (indices from " << cache.dir << ")";
+      parts[s].push_back(std::move(dataset));
     }
     line << " sequences";
     result.summary.push_back(line.str());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "megacpp/data/sample_index_cache.h"
 #include "megacpp/data/sample_source.h"
 
 namespace megacpp::data {
@@ -39,8 +40,9 @@ struct DatasetSplits {
 
 // Opens every dataset of the blend, cuts each into the three splits by sequence, and builds
 // GPT samples of seq_length + 1 tokens (blended when there are several paths). A split that is
-// asked for samples but gets no sequences is an error naming --split.
+// asked for samples but gets no sequences is an error naming --split. `cache`: --data-cache-path.
 DatasetSplits build_gpt_datasets(const DataBlend& blend, const std::array<double, 3>& split,
-                                 const std::array<int64_t, 3>& num_samples, int64_t seq_length, uint64_t seed);
+                                 const std::array<int64_t, 3>& num_samples, int64_t seq_length, uint64_t seed,
+                                 const SampleIndexCache& cache = {});
 
 }  // namespace megacpp::data

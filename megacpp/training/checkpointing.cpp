@@ -156,7 +156,7 @@ PyValue schedule_state(const TrainingArguments& args, const TrainingProgress& pr
                                                                               : PyValue::real(warmup)},  // float from a fraction
                         {str("lr_decay_steps"), PyValue::integer(schedule.decay_samples())},
                         {str("lr_decay_style"), str(args.lr_decay_style)},
-                        {str("num_steps"), PyValue::integer(progress.consumed_train)}});
+                        {str("num_steps"), PyValue::integer(progress.consumed_train - progress.skipped_samples)}});
 }
 
 // The arguments that describe the run (Megatron keeps them, and the data position, in an
@@ -182,6 +182,19 @@ int64_t int_field(const PyValue& dict, const std::string& key, const std::string
   const PyValue* v = dict.find(key);
   if (!v) throw std::runtime_error(where + ": no '" + key + "'");
   return v->as_int();
+}
+
+// Megatron's grad_scaler state: {"scale", "growth_tracker", "hysteresis_tracker"}.
+PyValue grad_scaler_state(const LossScalerState& s) {
+  return PyValue::dict({{str("scale"), PyValue::real(s.scale)},
+                        {str("growth_tracker"), PyValue::integer(s.growth_tracker)},
+                        {str("hysteresis_tracker"), PyValue::integer(s.hysteresis_tracker)}});
+}
+
+LossScalerState grad_scaler_from(const PyValue& state, const std::string& where) {
+  const PyValue* scale = state.find("scale");
+  if (!scale) throw std::runtime_error(where + ": no 'scale'");
+  return {scale->as_float(), int_field(state, "growth_tracker", where), int_field(state, "hysteresis_tracker", where)};
 }
 
 
@@ -287,6 +300,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
     job.add_unsharded("iteration", PyValue::integer(progress.iteration));
     job.add_unsharded("checkpoint_version", PyValue::real(checkpoint::kCheckpointVersion));
     job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress, mesh_.data_parallel_size()));
+    if (progress.loss_scaler && with_optimizer) job.add_unsharded("grad_scaler", grad_scaler_state(*progress.loss_scaler));
     job.add_unsharded("args", args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size()));
     if (!format.optimizer_groups_per_parameter()) {
       // Megatron's common.pt keeps the param groups with the optimizer.
@@ -306,9 +320,10 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   if (args_.ckpt_step >= 0) step = args_.ckpt_step;
   auto reader = checkpoint::CheckpointReader::open(args_.load, step);
   if (!reader) {
-    if (args_.no_initialization) {
-      throw std::runtime_error("--load " + args_.load + " has no checkpoint (no " + checkpoint::tracker_path(args_.load) +
-                               ") and --no-initialization leaves the weights uninitialized");
+    if (args_.no_initialization || args_.exit_on_missing_checkpoint) {
+      throw std::runtime_error("--load " + args_.load + " has no checkpoint (no " + checkpoint::tracker_path(args_.load) + ") and " +
+                               (args_.no_initialization ? "--no-initialization leaves the weights uninitialized"
+                                                        : "--exit-on-missing-checkpoint is given"));
     }
     spdlog::warn("--load {}: no checkpoint found (no {}); training from scratch", args_.load,
                  checkpoint::tracker_path(args_.load));
@@ -364,6 +379,13 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   progress.iteration = reader->iteration();
   progress.consumed_train = int_field(fields, "consumed_train_samples", where + " args");
   progress.consumed_valid = int_field(fields, "consumed_valid_samples", where + " args");
+  if (reader->has_object("opt_param_scheduler")) {
+    const PyValue scheduler = reader->object("opt_param_scheduler");
+    if (scheduler.find("num_steps")) progress.skipped_samples = progress.consumed_train - int_field(scheduler, "num_steps", where);
+  }
+  if (!args_.no_load_optim && reader->has_object("grad_scaler")) {
+    progress.loss_scaler = grad_scaler_from(reader->object("grad_scaler"), where + " grad_scaler");
+  }
   spdlog::info("resuming at iteration {} ({} training and {} validation samples consumed)", progress.iteration,
                progress.consumed_train, progress.consumed_valid);
   return progress;

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "checkpoint/checkpoint_saver.h"
 #include "checkpoint/save_lock.h"
 #include "megacpp/arguments.h"
+#include "megacpp/training/loss_scaler.h"
 
 namespace torch::nn {
 class Module;
@@ -29,6 +31,10 @@ struct TrainingProgress {
   int64_t iteration = 0;  // iterations done
   int64_t consumed_train = 0;
   int64_t consumed_valid = 0;
+  // The training samples of iterations --fp16 skipped: the learning-rate schedule counts the
+  // others (Megatron's opt_param_scheduler num_steps is consumed_train - skipped_samples).
+  int64_t skipped_samples = 0;
+  std::optional<LossScalerState> loss_scaler;  // with --fp16 / --loss-scale: Megatron's grad_scaler
 };
 
 class TrainingCheckpointer {

@@ -8,8 +8,14 @@
 // environment win, and MEGACPP_KEEP_HOST_MEMORY=0 leaves glibc's defaults.
 #pragma once
 
+#include <c10/core/Device.h>
+
 namespace megacpp::training {
 
 void keep_freed_host_memory();
+
+// Megatron's --empty-unused-memory-level: gives the memory a step freed but kept for reuse back
+// (the CUDA caching allocator's cached blocks on a GPU; the heap glibc keeps on the CPU).
+void release_unused_memory(const c10::Device& device);
 
 }  // namespace megacpp::training

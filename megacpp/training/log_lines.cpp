@@ -10,7 +10,7 @@ namespace megacpp::training {
 std::string iteration_line(const IterationStats& s) {
   char line[800];
   const std::string stamp = s.timestamp.empty() ? "" : " [" + s.timestamp + "]";
-  int n = std::snprintf(line, sizeof(line),
+  std::snprintf(line, sizeof(line),
                         "%s iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
                         "learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.3f | "
                         "tokens per second: %.1f | tokens per second per rank: %.1f | TFLOP/s per rank: %.4f |",
@@ -18,10 +18,18 @@ std::string iteration_line(const IterationStats& s) {
                         static_cast<long long>(s.consumed_samples), s.ms_per_iteration, s.learning_rate,
                         static_cast<long long>(s.global_batch), s.loss, s.grad_norm, s.tokens_per_second,
                         s.tokens_per_second_per_rank, s.tflops_per_rank);
-  if (s.mfu >= 0 && n > 0 && static_cast<size_t>(n) < sizeof(line)) {
-    std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " MFU: %.2f%% |", 100.0 * s.mfu);
+  std::string text = line;
+  char extra[160];
+  if (s.mfu >= 0) {
+    std::snprintf(extra, sizeof(extra), " MFU: %.2f%% |", 100.0 * s.mfu);
+    text += extra;
   }
-  return line;
+  if (s.loss_scale >= 0) {  // Megatron's fields with --fp16
+    std::snprintf(extra, sizeof(extra), " loss scale: %.1f | number of skipped iterations: %3lld |", s.loss_scale,
+                  static_cast<long long>(std::max<int64_t>(s.skipped_iterations, 0)));
+    text += extra;
+  }
+  return text;
 }
 
 std::string log_timestamp() {

@@ -17,6 +17,8 @@ struct IterationStats {
   double tokens_per_second_per_rank = 0;
   double tflops_per_rank = 0;
   double mfu = -1;                        // fraction of --peak-tflops; < 0: no peak known
+  double loss_scale = -1;                 // < 0: no loss scaler
+  int64_t skipped_iterations = -1;        // in the interval (--fp16); < 0: not shown
 };
 
 std::string iteration_line(const IterationStats& stats);

@@ -9,8 +9,10 @@
 namespace megacpp::training {
 
 LearningRateSchedule::LearningRateSchedule(const TrainingArguments& args, int64_t global_batch)
-    : max_lr_(args.lr), min_lr_(args.min_lr), init_lr_(args.lr_warmup_init), global_batch_(global_batch),
-      style_(args.lr_decay_style) {
+    : max_lr_(args.lr), min_lr_(args.min_lr), init_lr_(args.lr_warmup_init),
+      decoupled_max_lr_(args.decoupled_lr >= 0 ? args.decoupled_lr : args.lr),
+      decoupled_min_lr_(args.decoupled_lr >= 0 && args.decoupled_min_lr >= 0 ? args.decoupled_min_lr : args.min_lr),
+      global_batch_(global_batch), style_(args.lr_decay_style) {
   if (style_ != "constant" && style_ != "linear" && style_ != "cosine") {
     throw std::invalid_argument("--lr-decay-style must be constant, linear or cosine (got '" + style_ + "')");
   }
@@ -26,16 +28,17 @@ LearningRateSchedule::LearningRateSchedule(const TrainingArguments& args, int64_
   if (args.lr_warmup_fraction >= 0) warmup_samples_ = args.lr_warmup_fraction * static_cast<double>(decay_samples_);
 }
 
-// Megatron's get_lr, with num_steps = the samples consumed by the end of `iteration`.
-double LearningRateSchedule::at(int64_t iteration) const {
-  const double samples = static_cast<double>(samples_at(iteration));
-  if (warmup_samples_ > 0 && samples <= warmup_samples_) return init_lr_ + (max_lr_ - init_lr_) * samples / warmup_samples_;
-  if (style_ == "constant") return max_lr_;
+// Megatron's get_lr(param_group), with num_steps = `samples` (those of the steps taken by the end
+// of the iteration) and the group's max_lr / min_lr.
+double LearningRateSchedule::rate(int64_t sample_count, double max_lr, double min_lr) const {
+  const double samples = static_cast<double>(sample_count);
+  if (warmup_samples_ > 0 && samples <= warmup_samples_) return init_lr_ + (max_lr - init_lr_) * samples / warmup_samples_;
+  if (style_ == "constant") return max_lr;
   const double decay = static_cast<double>(decay_samples_);
-  if (samples > decay || decay <= warmup_samples_) return min_lr_;
+  if (samples > decay || decay <= warmup_samples_) return min_lr;
   const double ratio = (samples - warmup_samples_) / (decay - warmup_samples_);
   const double coefficient = style_ == "linear" ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
-  return min_lr_ + coefficient * (max_lr_ - min_lr_);
+  return min_lr + coefficient * (max_lr - min_lr);
 }
 
 int64_t train_iterations(const TrainingArguments& args, int64_t global_batch) {

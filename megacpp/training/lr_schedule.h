@@ -1,7 +1,8 @@
 // Megatron's learning-rate schedule (OptimizerParamScheduler), counted in samples as Megatron
 // counts it: linear warmup from --lr-warmup-init to --lr, then constant, linear or cosine decay
 // to --min-lr, constant after. The iteration flags (--lr-warmup-iters, --lr-decay-iters) are
-// the sample ones times the global batch; --lr-warmup-fraction is a share of the decay.
+// the sample ones times the global batch; --lr-warmup-fraction is a share of the decay. The input
+// and output layers follow the same schedule between --decoupled-lr and --decoupled-min-lr.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,16 @@ class LearningRateSchedule {
  public:
   // From the flags; `global_batch` converts iterations to samples.
   LearningRateSchedule(const TrainingArguments& args, int64_t global_batch);
-  // The rate for iteration `iteration` (1-based): the one at iteration × global batch samples.
-  double at(int64_t iteration) const;
+  // The rate for iteration `iteration` (1-based): the one at iteration × global batch samples,
+  // less `skipped_samples` (those of iterations --fp16 skipped, which Megatron's scheduler does
+  // not count).
+  double at(int64_t iteration, int64_t skipped_samples = 0) const {
+    return rate(samples_at(iteration) - skipped_samples, max_lr_, min_lr_);
+  }
+  // The rate of the input and output layers: at() unless --decoupled-lr is given.
+  double decoupled_at(int64_t iteration, int64_t skipped_samples = 0) const {
+    return rate(samples_at(iteration) - skipped_samples, decoupled_max_lr_, decoupled_min_lr_);
+  }
 
   // Megatron's opt_param_scheduler fields, in samples.
   double warmup_samples() const { return warmup_samples_; }
@@ -24,7 +33,10 @@ class LearningRateSchedule {
   int64_t samples_at(int64_t iteration) const { return iteration * global_batch_; }
 
  private:
+  double rate(int64_t samples, double max_lr, double min_lr) const;
+
   double max_lr_, min_lr_, init_lr_;
+  double decoupled_max_lr_, decoupled_min_lr_;
   double warmup_samples_;
   int64_t decay_samples_, global_batch_;
   std::string style_;

@@ -1,25 +1,40 @@
 #include "megacpp/training/optimizer.h"
 
 namespace megacpp::training {
+namespace {
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> decay, no_decay;
+// Groups 0 and 1 take --lr; groups 2 and 3, when there, --decoupled-lr.
+constexpr size_t kFirstDecoupledGroup = 2;
+
+}  // namespace
+
+std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params,
+                                                    const std::unordered_set<const c10::TensorImpl*>& input_or_output) {
+  const bool decoupled = args.decoupled_lr >= 0;
+  std::vector<at::Tensor> members[4];  // decay, no decay, decoupled decay, decoupled no decay
   for (const auto& p : params) {
     if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    const size_t base = decoupled && input_or_output.count(p.unsafeGetTensorImpl()) > 0 ? kFirstDecoupledGroup : 0;
+    members[base + (p.dim() >= 2 ? 0 : 1)].push_back(p);
   }
   auto options = torch::optim::AdamWOptions(args.lr)
                      .betas({args.adam_beta1, args.adam_beta2})
                      .eps(args.adam_eps)
                      .weight_decay(args.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options).weight_decay(0.0)));
+  for (size_t g = 0; g < (decoupled ? 4u : 2u); ++g) {
+    auto group_options = std::make_unique<torch::optim::AdamWOptions>(options);
+    if (g % 2 == 1) group_options->weight_decay(0.0);
+    groups.emplace_back(members[g], std::move(group_options));
+  }
   return std::make_unique<torch::optim::AdamW>(groups, options);
 }
 
-void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr) {
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(g >= kFirstDecoupledGroup ? decoupled_lr : lr);
+  }
 }
 
 }  // namespace megacpp::training

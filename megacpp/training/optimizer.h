@@ -1,7 +1,9 @@
-// The optimizer of a training run: AdamW with Megatron's weight-decay rule.
+// The optimizer of a training run: AdamW with Megatron's weight-decay rule and its decoupled
+// learning rate for the input and output layers.
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include <torch/optim/adamw.h>
@@ -10,10 +12,14 @@
 
 namespace megacpp::training {
 
-// Two param groups: matrices with --weight-decay, biases and norm weights (1-D) without.
-// Parameters that do not require grad are left out.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params);
+// Param groups: matrices with --weight-decay, biases and norm weights (1-D) without; with
+// --decoupled-lr, the parameters in `input_or_output` (the token embedding and the output
+// layer) in two groups of their own after those. Parameters that do not require grad are left
+// out.
+std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params,
+                                                    const std::unordered_set<const c10::TensorImpl*>& input_or_output = {});
 
-void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
+// `lr` for every group, `decoupled_lr` for the input and output layers' groups.
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr);
 
 }  // namespace megacpp::training

@@ -42,13 +42,15 @@ StepHealth gather_step_health(const parallel::Group& world, double local_loss, b
   return health;
 }
 
-void require_finite_step(const StepHealth& health, double grad_norm, int64_t iteration) {
+void require_finite_step(const StepHealth& health, double grad_norm, int64_t iteration, bool gradients_may_overflow) {
   std::vector<std::string> problems;
   if (!health.nonfinite_loss_ranks.empty()) {
     problems.push_back(fmt::format("the loss is {} on {}", fmt::join(health.nonfinite_losses, ", "),
                                    rank_list(health.nonfinite_loss_ranks)));
   }
-  if (!health.nonfinite_grad_ranks.empty()) {
+  if (gradients_may_overflow) {
+    // the loss scaler skips the step
+  } else if (!health.nonfinite_grad_ranks.empty()) {
     problems.push_back(fmt::format("the gradient norm is {}, from the gradients of {}", grad_norm,
                                    rank_list(health.nonfinite_grad_ranks)));
   } else if (!std::isfinite(grad_norm)) {

@@ -25,7 +25,8 @@ StepHealth gather_step_health(const parallel::Group& world, double local_loss, b
                               const c10::Device& device);
 
 // Throws std::runtime_error unless the loss of every rank and the gradient norm are finite. The
-// message names `iteration`, which values are not finite and on which ranks.
-void require_finite_step(const StepHealth& health, double grad_norm, int64_t iteration);
+// message names `iteration`, which values are not finite and on which ranks. With
+// `gradients_may_overflow` (a loss scaler, which skips such steps) only the loss is checked.
+void require_finite_step(const StepHealth& health, double grad_norm, int64_t iteration, bool gradients_may_overflow = false);
 
 }  // namespace megacpp::training

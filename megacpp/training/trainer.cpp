@@ -14,16 +14,19 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "megacpp/config/fsdp2_config_yaml.h"
+#include "megacpp/config/fsdp2_config_from_args.h"
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/logging.h"
-#include "megacpp/metrics/tensorboard_writer.h"
 #include "checkpoint/layout.h"
+#include "megacpp/training/batch_prefetcher.h"
 #include "megacpp/training/checkpointing.h"
 #include "megacpp/training/heartbeat.h"
+#include "megacpp/training/host_memory.h"
+#include "megacpp/training/iteration_log.h"
+#include "megacpp/training/iteration_profiler.h"
 #include "megacpp/training/log_lines.h"
+#include "megacpp/training/loss_scaler.h"
 #include "megacpp/training/lr_schedule.h"
-#include "megacpp/training/memory_report.h"
 #include "megacpp/training/optimizer.h"
 #include "megacpp/training/parameter_dump.h"
 #include "megacpp/training/step_health.h"
@@ -41,21 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-models::FSDP2Config resolve_fsdp2_config(const TrainingArguments& args) {
-  models::FSDP2Config defaults;
-  if (args.bf16) {
-    defaults.param_dtype = c10::kBFloat16;
-    defaults.reduce_dtype = c10::kFloat;
-  }
-  if (args.fsdp2_config_path.empty()) return defaults;
-  models::FSDP2Config config = config::load_fsdp2_config(args.fsdp2_config_path, defaults);
-  if (args.bf16 && config.param_dtype != c10::kBFloat16) {
-    throw std::invalid_argument("--bf16 conflicts with param_dtype in " + args.fsdp2_config_path +
-                                " (remove one of them)");
-  }
-  return config;
-}
 
 // Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1].
 at::Tensor language_model_loss(models::LanguageModel& model, const at::Tensor& tokens, int64_t seq_length) {
@@ -94,13 +82,18 @@ class TrainingRun {
     bool exited_early = false;
     for (int64_t it = progress_.iteration + 1; it <= args_.train_iters && !exited_early; ++it) {
       const auto start = Clock::now();
-      const double lr = schedule_->at(it);
-      const auto [loss, grad_norm] = train_step(lr);
+      profiler_->before(it);
+      const double lr = schedule_->at(it, progress_.skipped_samples);
+      const int64_t skipped_before = skipped_;
+      const auto [loss, grad_norm] = train_step(lr, schedule_->decoupled_at(it, progress_.skipped_samples));
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      profiler_->after(it);
       const bool by_interval = args_.exit_interval > 0 && it % args_.exit_interval == 0;
       const bool by_duration = !by_interval && duration_exceeded();
       exited_early = by_interval || by_duration;
-      log_iteration(it, lr, loss, grad_norm, ms, exited_early);
+      log_->iteration({it, progress_.consumed_train, lr, loss, grad_norm, ms, exited_early,
+                       scaler_.enabled() ? scaler_.scale() : -1, skipped_ > skipped_before},
+                      params_, *optimizer_);
       if (data_.splits[data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
         run_validation(data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
         progress_.consumed_valid += args_.eval_iters * global_batch_;
@@ -126,7 +119,7 @@ class TrainingRun {
       throw std::invalid_argument("running on " + std::to_string(env_.world_size) +
                                   " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
     }
-    fsdp_config_ = resolve_fsdp2_config(args_);
+    fsdp_config_ = config::fsdp2_config_from_args(args_);
   }
 
   // The runtime, the device mesh and the batch arithmetic.
@@ -136,7 +129,9 @@ class TrainingRun {
     runtime_ = parallel::DistributedRuntime::initialize(env_, options);
     device_ = runtime_->device();
     if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.param_dtype == c10::kHalf) {
-      throw std::invalid_argument("param_dtype fp16 is not supported on CPU by this libtorch (no fp16 matmul); use bf16");
+      throw std::invalid_argument(std::string(args_.fp16 ? "--fp16" : "param_dtype fp16") +
+                                  " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
+                                  "bf16, or build megacpp against PyTorch 2.x");
     }
     mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2
                                                        ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size)
@@ -149,7 +144,11 @@ class TrainingRun {
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
-  void build_data() { data_ = build_training_data(args_, global_batch_); }
+  void build_data() {
+    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[data::kTrain], slice_, accumulation_, global_batch_,
+                                                    args_.tokenizer_vocab_size, args_.num_workers);
+  }
 
   void build_model() {
     torch::manual_seed(args_.seed);
@@ -178,8 +177,25 @@ class TrainingRun {
       for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
       parameter_count_ += numel;
     }
-    optimizer_ = make_optimizer(args_, params_);
+    optimizer_ = make_optimizer(args_, params_, input_and_output_parameters());
     schedule_ = std::make_unique<LearningRateSchedule>(args_, global_batch_);
+  }
+
+  // Megatron's embedding-or-output parameters (--decoupled-lr): those of the model's token
+  // embedding and output layer modules.
+  std::unordered_set<const c10::TensorImpl*> input_and_output_parameters() {
+    std::unordered_set<const c10::TensorImpl*> found;
+    for (const std::string& path : {model_->input_embeddings_path(), model_->output_layer_path()}) {
+      if (path.empty()) continue;
+      for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+        if (item.key().rfind(path + ".", 0) == 0) found.insert(item.value().unsafeGetTensorImpl());
+      }
+    }
+    if (args_.decoupled_lr >= 0 && found.empty()) {
+      throw std::invalid_argument("--decoupled-lr: model type '" + args_.model_type +
+                                  "' names no token embedding or output layer module (FSDP2Mixin::input_embeddings_path)");
+    }
+    return found;
   }
 
   void load_checkpoint() {
@@ -187,6 +203,7 @@ class TrainingRun {
     checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
                                                            args_.async_save || fsdp_config_.async_save_ckpt);
     progress_ = checkpointer_->load(*model_, *optimizer_);
+    if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
     // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
     // end of the run saves it): --load A --save B with no iterations left converts A.
     const bool loaded_from_save_dir = !args_.load.empty() && !args_.save.empty() &&
@@ -213,89 +230,64 @@ class TrainingRun {
     for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[data::kTrain],
                  data_.samples_needed[data::kValid], data_.samples_needed[data::kTest], args_.split);
-    if (!args_.tensorboard_dir.empty() && runtime_->rank() == 0) {
-      tensorboard_ = std::make_unique<metrics::TensorBoardWriter>(args_.tensorboard_dir);
-      spdlog::info("tensorboard: writing {}", tensorboard_->path());
-    }
+    log_ = std::make_unique<IterationLog>(args_, RunShape{global_batch_, runtime_->world_size(), runtime_->rank(), flops_per_token_, device_});
+    profiler_ = std::make_unique<IterationProfiler>(args_, runtime_->rank());
   }
 
   // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
   // the optimizer step. Returns the loss averaged over micro-batches and ranks, and the
   // gradient norm.
-  std::pair<double, double> train_step(double lr) {
-    set_learning_rate(*optimizer_, lr);
+  std::pair<double, double> train_step(double lr, double decoupled_lr) {
+    set_learning_rate(*optimizer_, lr, decoupled_lr);
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
     double loss_sum = 0;
     const int64_t it = progress_.iteration + 1;
+    heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
+    const std::vector<at::Tensor> batches = prefetcher_->take(progress_.consumed_train);
     for (int64_t m = 0; m < accumulation_; ++m) {
       heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, accumulation_));
-      at::Tensor tokens =
-          load_micro_batch(*data_.splits[data::kTrain], progress_.consumed_train, m, slice_, args_.tokenizer_vocab_size)
-              .to(device_);
+      at::Tensor tokens = batches[m].to(device_);
       if (args_.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model_, m == accumulation_ - 1);
       at::Tensor loss = language_model_loss(*model_, tokens, args_.seq_length);
-      (loss / static_cast<double>(accumulation_)).backward();
+      (loss * (scaler_.scale() / static_cast<double>(accumulation_))).backward();
       loss_sum += loss.item<double>();
     }
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
+    if (scaler_.enabled()) {
+      for (auto& p : params_) {
+        if (p.grad().defined()) p.mutable_grad().mul_(1.0 / scaler_.scale());
+      }
+    }
     const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_);
     const StepHealth health =
         gather_step_health(runtime_->world(), loss_sum / accumulation_, grad_norm.local_finite, device_);
-    if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it);
+    if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
+    const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
+    if (overflow) return skip_step(it, health.mean_loss, grad_norm.total);
+    scaler_.update(false);
     parallel::fsdp::clip_gradients(params_, args_.clip_grad, grad_norm.total);
+    if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
     optimizer_->step();
+    if (args_.empty_unused_memory_level >= 2) release_unused_memory(device_);  // and after the step
     progress_.consumed_train += global_batch_;
     progress_.iteration += 1;
+    if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
     return {health.mean_loss, grad_norm.total};
   }
 
-  IterationStats throughput(double ms) const {
-    IterationStats stats;
-    stats.ms_per_iteration = ms;
-    stats.tokens_per_second = static_cast<double>(global_batch_ * args_.seq_length) / (ms / 1000.0);
-    stats.tokens_per_second_per_rank = stats.tokens_per_second / runtime_->world_size();
-    stats.tflops_per_rank = stats.tokens_per_second_per_rank * flops_per_token_ / 1e12;
-    stats.mfu = args_.peak_tflops > 0 ? stats.tflops_per_rank / args_.peak_tflops : -1;
-    return stats;
-  }
-
-  // TensorBoard points every --tensorboard-log-interval, a Megatron line every --log-interval
-  // (and at the last and the exit iteration), the memory report after the first and the last.
-  void log_iteration(int64_t it, double lr, double loss, double grad_norm, double ms, bool exiting) {
-    if (tensorboard_ && it % args_.tensorboard_log_interval == 0) {
-      const IterationStats stats = throughput(ms);
-      tensorboard_->add_scalar("lm loss", loss, it);
-      tensorboard_->add_scalar("learning-rate", lr, it);
-      tensorboard_->add_scalar("grad-norm", grad_norm, it);
-      tensorboard_->add_scalar("throughput/tokens-per-second", stats.tokens_per_second, it);
-      tensorboard_->add_scalar("throughput/tflops-per-rank", stats.tflops_per_rank, it);
-      const MemoryReport memory = measure_memory(params_, *optimizer_, device_);
-      tensorboard_->add_scalar("memory/peak-mb", memory.peak_mb, it);
-      tensorboard_->add_scalar("memory/state-mb", memory.sharded_params_mb + memory.sharded_grads_mb + memory.optimizer_state_mb, it);
-    }
-    interval_loss_ += loss;
-    interval_ms_ += ms;
-    ++interval_iters_;
-    if (it % args_.log_interval == 0 || it == args_.train_iters || exiting) {
-      IterationStats stats = throughput(interval_ms_ / interval_iters_);
-      stats.timestamp = log_timestamp();
-      stats.iteration = it;
-      stats.train_iters = args_.train_iters;
-      stats.consumed_samples = progress_.consumed_train;
-      stats.global_batch = global_batch_;
-      stats.learning_rate = lr;
-      stats.loss = interval_loss_ / interval_iters_;
-      stats.grad_norm = grad_norm;
-      spdlog::info(iteration_line(stats));
-      if (tensorboard_) flush_tensorboard();
-      interval_loss_ = interval_ms_ = 0;
-      interval_iters_ = 0;
-    }
-    // After the first iteration (as Megatron) and again after the last, whose peak is the run's.
-    if (it == 1 || it == args_.train_iters || exiting) {
-      std::printf("%s\n", measure_memory(params_, *optimizer_, device_).format(runtime_->rank(), it).c_str());
-      std::fflush(stdout);
-    }
+  // An iteration whose scaled gradients overflowed (--fp16): no step, a lower scale, and the
+  // schedule does not count it (as Megatron's optimizer reports update_successful = false).
+  std::pair<double, double> skip_step(int64_t it, double loss, double grad_norm) {
+    const double scale = scaler_.scale();
+    scaler_.update(true);
+    ++skipped_;
+    progress_.consumed_train += global_batch_;
+    progress_.skipped_samples += global_batch_;
+    progress_.iteration += 1;
+    progress_.loss_scaler = scaler_.state();
+    spdlog::info("iteration {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}", it, scale,
+                 scaler_.scale());
+    return {loss, grad_norm};
   }
 
   // Megatron's --exit-duration-in-mins, counted from the process's start. Collective: one rank
@@ -304,16 +296,6 @@ class TrainingRun {
     if (args_.exit_duration_in_mins <= 0) return false;
     const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60.0;
     return average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
-  }
-
-  // Metrics are not worth a training run: a failed write (say, a full disk) stops TensorBoard.
-  void flush_tensorboard() {
-    try {
-      tensorboard_->flush();
-    } catch (const std::exception& e) {
-      spdlog::warn("tensorboard: {}; no more events are written", e.what());
-      tensorboard_.reset();
-    }
   }
 
   // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
@@ -337,12 +319,7 @@ class TrainingRun {
       if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
       last_validation_ = loss;
     }
-    if (tensorboard_) {
-      const std::string tag = split == data::kValid ? "lm loss validation" : "lm loss test";
-      tensorboard_->add_scalar(tag, loss, step);
-      tensorboard_->add_scalar(tag + " ppl", std::exp(std::min(20.0, loss)), step);
-      flush_tensorboard();
-    }
+    log_->validation(split == data::kTest, loss, step);
   }
 
   void save_checkpoint() {
@@ -394,18 +371,20 @@ class TrainingRun {
   int64_t accumulation_ = 1, global_batch_ = 0;
   BatchSlice slice_{};
   TrainingData data_;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // reads data_'s training split
   std::shared_ptr<models::LanguageModel> model_;
   std::vector<at::Tensor> params_;  // each tensor once
   int64_t parameter_count_ = 0;     // full sizes
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<LearningRateSchedule> schedule_;
   std::unique_ptr<TrainingCheckpointer> checkpointer_;
-  std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
+  std::unique_ptr<IterationLog> log_;
+  std::unique_ptr<IterationProfiler> profiler_;
+  LossScaler scaler_{args_};  // --fp16 / --loss-scale; disabled otherwise (scale 1)
+  int64_t skipped_ = 0;       // iterations skipped for overflow since the start (Megatron's count)
   double flops_per_token_ = 0;
   TrainingProgress progress_;  // iterations done and samples consumed
   int64_t last_saved_ = 0;
-  double interval_loss_ = 0, interval_ms_ = 0;  // since the last log line
-  int64_t interval_iters_ = 0;
   Clock::time_point run_start_;
   std::optional<std::pair<int64_t, double>> best_validation_;  // (iteration, loss) on the validation split
   std::optional<double> last_validation_;

@@ -5,10 +5,35 @@
 #include "megacpp/checked_math.h"
 #include "megacpp/data/dataset_builder.h"
 #include "megacpp/data/mock_dataset.h"
+#include "megacpp/training/cyclic_samples.h"
 
 namespace megacpp::training {
 
-TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch) {
+namespace {
+
+// The datasets of the splits, each sized for the samples the run reads from it.
+void build_splits(const TrainingArguments& args, bool writes_index_cache, const std::array<double, 3>& split, TrainingData& result) {
+  if (args.mock_data) {
+    const int64_t vocab = args.tokenizer_vocab_size;
+    for (int s = 0; s < 3; ++s) {
+      if (result.samples_needed[s] == 0) continue;
+      // Each split its own seed, so validation is not a replay of the training stream.
+      result.splits[s] = std::make_shared<data::MockDataset>(vocab, args.seq_length + 1, args.seed + static_cast<uint64_t>(s),
+                                                             result.samples_needed[s]);
+    }
+    result.summary.push_back("mock data: arithmetic progressions over " + std::to_string(vocab) + " token ids");
+    if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: mock samples have no indices to cache");
+    return;
+  }
+  data::DatasetSplits built = data::build_gpt_datasets(data::parse_data_blend(args.data_path), split, result.samples_needed,
+                                                       args.seq_length, args.seed, {args.data_cache_path, writes_index_cache});
+  result.splits = built.splits;
+  result.summary = built.summary;
+}
+
+}  // namespace
+
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache) {
   TrainingData result;
   const std::array<double, 3> split = data::parse_split(args.split);
   const NamedValue iters{args.train_iters, "--train-iters"}, batch{global_batch, "global batch"},
@@ -23,21 +48,12 @@ TrainingData build_training_data(const TrainingArguments& args, int64_t global_b
   result.samples_needed[data::kValid] =
       split[data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
   result.samples_needed[data::kTest] = split[data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;
-  if (args.mock_data) {
-    const int64_t vocab = args.tokenizer_vocab_size;
-    for (int s = 0; s < 3; ++s) {
-      if (result.samples_needed[s] == 0) continue;
-      // Each split its own seed, so validation is not a replay of the training stream.
-      result.splits[s] = std::make_shared<data::MockDataset>(vocab, args.seq_length + 1, args.seed + static_cast<uint64_t>(s),
-                                                             result.samples_needed[s]);
-    }
-    result.summary.push_back("mock data: arithmetic progressions over " + std::to_string(vocab) + " token ids");
-    return result;
+  build_splits(args, writes_index_cache, split, result);
+  if (args.dataloader_type == "cyclic") {
+    auto& train = result.splits[data::kTrain];
+    train = std::make_shared<CyclicSamples>(train, result.samples_needed[data::kTrain], args.micro_batch_size);
+    result.summary.push_back("--dataloader-type cyclic: the training samples in a random order, drawn anew for each pass");
   }
-  data::DatasetSplits built = data::build_gpt_datasets(data::parse_data_blend(args.data_path), split, result.samples_needed,
-                                                       args.seq_length, args.seed);
-  result.splits = built.splits;
-  result.summary = built.summary;
   return result;
 }
 

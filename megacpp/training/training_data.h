@@ -25,8 +25,9 @@ struct TrainingData {
   std::vector<std::string> summary;
 };
 
-// Builds the datasets (real or --mock-data) sized for the whole run.
-TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch);
+// Builds the datasets (real or --mock-data) sized for the whole run. `writes_index_cache`: this
+// rank writes the sample indices to --data-cache-path (one rank does).
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache);
 
 struct BatchSlice {
   int64_t micro_batch_size;

@@ -17,8 +17,8 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
   v_proj_ = register_module("v_proj", std::make_shared<Linear>(s.hidden_size, kv_heads_ * head_dim_, false, options));
   o_proj_ = register_module("o_proj", std::make_shared<Linear>(heads_ * head_dim_, s.hidden_size, false, options));
   if (s.qk_layernorm) {
-    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options));
-    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options));
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
   }
 }
 

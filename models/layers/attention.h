@@ -16,6 +16,7 @@ struct AttentionShape {
   double rotary_base = 10000.0;
   bool qk_layernorm = false;   // RMSNorm over head_dim on every q and k head, before rotary
   double norm_epsilon = 1e-6;  // of those norms
+  bool zero_centered_gamma = false;  // of those norms (--apply-layernorm-1p)
 };
 
 // Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,

@@ -4,15 +4,16 @@
 
 namespace megacpp::models {
 
-RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options)
-    : parallel::Module("RMSNorm"), eps_(eps) {
+RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options, bool zero_centered_gamma)
+    : parallel::Module("RMSNorm"), eps_(eps), zero_centered_gamma_(zero_centered_gamma) {
   register_slot("weight", weight_, torch::empty({dim}, options));
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& input) {
   at::Tensor x = input.to(torch::kFloat);
   x = x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return weight_ * x.to(input.scalar_type());
+  x = x.to(input.scalar_type());
+  return zero_centered_gamma_ ? x + weight_ * x : weight_ * x;
 }
 
 }  // namespace megacpp::models

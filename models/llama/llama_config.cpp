@@ -55,7 +55,8 @@ nlohmann::json LlamaConfig::to_args() const {
           {"rotary_base", rotary_base},
           {"norm_epsilon", norm_epsilon},
           {"padded_vocab_size", vocab_size},
-          {"untie_embeddings_and_output_weights", !tie_embeddings}};
+          {"untie_embeddings_and_output_weights", !tie_embeddings},
+          {"apply_layernorm_1p", apply_layernorm_1p}};
 }
 
 std::string LlamaConfig::to_flags() const {
@@ -64,7 +65,8 @@ std::string LlamaConfig::to_flags() const {
         << " --num-attention-heads " << num_attention_heads << " --num-query-groups " << kv_heads() << " --kv-channels "
         << head_dim() << " --max-position-embeddings " << max_position_embeddings << " --rotary-base " << rotary_base
         << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "")
-        << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights");
+        << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights")
+        << (apply_layernorm_1p ? " --apply-layernorm-1p" : "");
   return flags.str();
 }
 
@@ -73,7 +75,8 @@ bool operator==(const LlamaConfig& a, const LlamaConfig& b) {
          a.num_layers == b.num_layers && a.num_attention_heads == b.num_attention_heads &&
          a.kv_heads() == b.kv_heads() && a.head_dim() == b.head_dim() && a.qk_layernorm == b.qk_layernorm &&
          a.max_position_embeddings == b.max_position_embeddings && a.rotary_base == b.rotary_base &&
-         a.norm_epsilon == b.norm_epsilon && a.tie_embeddings == b.tie_embeddings;
+         a.norm_epsilon == b.norm_epsilon && a.tie_embeddings == b.tie_embeddings &&
+         a.apply_layernorm_1p == b.apply_layernorm_1p;
 }
 
 }  // namespace megacpp::models

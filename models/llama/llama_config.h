@@ -21,6 +21,7 @@ struct LlamaConfig : ModelConfig {
   double rotary_base = 10000.0;           // --rotary-base
   double norm_epsilon = 1e-5;             // --norm-epsilon
   bool tie_embeddings = true;             // false with --untie-embeddings-and-output-weights
+  bool apply_layernorm_1p = false;        // --apply-layernorm-1p: every RMSNorm scales by 1 + weight
 
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
@@ -33,7 +34,7 @@ struct LlamaConfig : ModelConfig {
   std::string model_type() const override { return "llama"; }
   // num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups,
   // kv_channels, qk_layernorm, max_position_embeddings, rotary_base, norm_epsilon,
-  // padded_vocab_size, untie_embeddings_and_output_weights.
+  // padded_vocab_size, untie_embeddings_and_output_weights, apply_layernorm_1p.
   nlohmann::json to_args() const override;
   std::string to_flags() const override;
   // RoPE has no position table: --max-position-embeddings (by default the sequence length)

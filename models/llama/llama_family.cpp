@@ -25,6 +25,7 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"norm-epsilon", "RMSNorm epsilon", "1e-5"},
       {"rotary-base", "rotary embedding base", "10000"},
       {"untie-embeddings-and-output-weights", "separate output layer weights", "", true},
+      {"apply-layernorm-1p", "zero-centered RMSNorm weights: each norm scales by 1 + weight (Megatron's)", "", true},
   };
 }
 
@@ -44,6 +45,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_flags(const ModelFla
   c->norm_epsilon = flags.number("norm-epsilon");
   c->rotary_base = flags.number("rotary-base");
   c->tie_embeddings = !flags.enabled("untie-embeddings-and-output-weights");
+  c->apply_layernorm_1p = flags.enabled("apply-layernorm-1p");
   c->validate();
   if (c->max_position_embeddings < context.seq_length) {
     throw std::invalid_argument("--max-position-embeddings (" + std::to_string(c->max_position_embeddings) +
@@ -68,6 +70,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_args(const nlohmann:
   c->norm_epsilon = keys.number("norm_epsilon");
   c->vocab_size = keys.positive("padded_vocab_size");
   c->tie_embeddings = !keys.flag("untie_embeddings_and_output_weights");
+  c->apply_layernorm_1p = keys.flag("apply_layernorm_1p", false);
   c->validate();
   return c;
 }
@@ -84,7 +87,13 @@ std::shared_ptr<const ModelConfig> LlamaFamily::from_hf_config(const nlohmann::j
   return std::make_shared<LlamaConfig>(llama_config_from_hf(config, path));
 }
 
-HfTensorName LlamaFamily::to_hf_tensor(const ModelConfig&, const std::string& fqn) const { return {llama_hf_name(fqn)}; }
+// Hugging Face's RMSNorm scales by its weight: a zero-centered one is stored plus 1.
+HfTensorName LlamaFamily::to_hf_tensor(const ModelConfig& config, const std::string& fqn) const {
+  HfTensorName hf{llama_hf_name(fqn)};
+  const bool norm = fqn.find("norm.weight") != std::string::npos;  // input_, post_attention_, q_, k_ and the final norm
+  if (norm && config_as<LlamaConfig>(config).apply_layernorm_1p) hf.offset = 1.0;
+  return hf;
+}
 
 std::optional<std::string> LlamaFamily::from_hf_tensor(const ModelConfig& config, const std::string& hf_name) const {
   // Tied models may still carry lm_head.weight (a copy of the embedding): nothing to keep.

@@ -8,12 +8,12 @@ namespace megacpp::models {
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options)
     : parallel::Module("LlamaDecoderLayer") {
-  input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+  input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   AttentionShape shape{config.hidden_size, config.num_attention_heads, config.kv_heads(), config.head_dim(),
-                       config.rotary_base, config.qk_layernorm, config.norm_epsilon};
+                       config.rotary_base, config.qk_layernorm, config.norm_epsilon, config.apply_layernorm_1p};
   self_attn_ = register_module("self_attn", std::make_shared<Attention>(shape, options));
   post_attention_layernorm_ = register_module("post_attention_layernorm",
-                                              std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+                                              std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));
 }
 
@@ -28,7 +28,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
   embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, options));
-  norm_ = register_module("norm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options));
+  norm_ = register_module("norm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   if (!config.tie_embeddings) {
     lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, options));
   }

@@ -114,6 +114,13 @@ TEST(Checkpoint, OptimizerRngAndFinetuneFlags) {
   TrainRun nothing = testing::train(1, kModel + " --load " + dir + "/empty --train-iters 1");
   ASSERT_EQ(nothing.result.status, 0) << nothing.result.output;
   EXPECT_NE(nothing.result.output.find("no checkpoint found"), std::string::npos) << nothing.result.output;
+  // ... unless Megatron's --exit-on-missing-checkpoint says a missing one is a mistake.
+  TrainRun missing = testing::train(1, kModel + " --load " + dir + "/empty --train-iters 1 --exit-on-missing-checkpoint");
+  EXPECT_NE(missing.result.status, 0);
+  EXPECT_NE(missing.result.output.find("has no checkpoint (no " + dir + "/empty/latest_checkpointed_iteration.txt) and "
+                                       "--exit-on-missing-checkpoint is given"),
+            std::string::npos)
+      << missing.result.output;
 }
 
 // Flips one byte in the middle of the first tensor record of `file`.

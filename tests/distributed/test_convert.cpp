@@ -43,10 +43,12 @@ std::string file_bytes(const std::string& path) {
 }
 
 // megacpp's logits for kTokens with the weights of checkpoint `root` (the model built from the
-// exported config.json, so the config is checked too).
-at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
+// exported config.json, so the config is checked too; Hugging Face has no zero-centered norms,
+// so `layernorm_1p` says whether the checkpoint's have them).
+at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir, bool layernorm_1p) {
   std::ifstream config_file(hf_dir + "/config.json");
-  const models::LlamaConfig config = models::llama_config_from_hf(nlohmann::json::parse(config_file), hf_dir + "/config.json");
+  models::LlamaConfig config = models::llama_config_from_hf(nlohmann::json::parse(config_file), hf_dir + "/config.json");
+  config.apply_layernorm_1p = layernorm_1p;
   models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
   const std::string prefix = reader->format() == checkpoint::CheckpointFormat::torch_dcp() ? "model." : "";
@@ -60,9 +62,11 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
 
 TEST(Convert, ExportedFolderGivesMegacppsLogits) {
   const std::string dir = testing::scratch_dir();
-  for (const std::string variant : {"llama", "qwen3"}) {
-    const std::string extra = variant == "qwen3" ? " --qk-layernorm --kv-channels 12 --ckpt-format torch_dist"
-                                                 : " --untie-embeddings-and-output-weights --ckpt-format torch_dcp";
+  // llama-1p: Megatron's --apply-layernorm-1p, whose norm weights Hugging Face stores plus 1.
+  for (const std::string variant : {"llama", "qwen3", "llama-1p"}) {
+    const std::string extra = variant == "qwen3"      ? " --qk-layernorm --kv-channels 12 --ckpt-format torch_dist"
+                              : variant == "llama-1p" ? " --apply-layernorm-1p --qk-layernorm --ckpt-format torch_dist"
+                                                      : " --untie-embeddings-and-output-weights --ckpt-format torch_dcp";
     const std::string root = dir + "/" + variant;
     auto run = testing::train(2, kTrain + extra + " --save " + root);
     ASSERT_EQ(run.result.status, 0) << run.result.output;
@@ -71,8 +75,8 @@ TEST(Convert, ExportedFolderGivesMegacppsLogits) {
     ASSERT_EQ(exported.status, 0) << exported.output;
     EXPECT_TRUE(fs::exists(hf + "/model.safetensors.index.json")) << exported.output;
     const std::string config = file_bytes(hf + "/config.json");
-    EXPECT_NE(config.find(variant == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM"), std::string::npos) << config;
-    const at::Tensor ours = megacpp_logits(root, hf);
+    EXPECT_NE(config.find(variant == "llama" ? "LlamaForCausalLM" : "Qwen3ForCausalLM"), std::string::npos) << config;
+    const at::Tensor ours = megacpp_logits(root, hf, variant == "llama-1p");
     const double diff = (ours - testing::hf_reference_logits(hf, kTokens, ours.size(2))).abs().max().item<double>();
     std::cout << variant << ": max |megacpp - hf_forward.py| = " << diff << std::endl;
     EXPECT_LE(diff, 1e-4) << variant;

@@ -152,6 +152,20 @@ TEST(TrainingCli, JoinsTorchrunsAgentStore) {
   EXPECT_GT(agent->getNumKeys(), 0) << "the workers never used the agent's store";
 }
 
+// --num-workers reads the next iteration's micro-batches ahead (here 4 per rank per iteration,
+// on 3 threads); the batches, and so the losses, are those read when needed. (A resumed run's
+// first batches are read when needed: the checkpoint tests run with the default 2 workers.)
+TEST(TrainingCli, NumWorkersReadAheadTheSameBatches) {
+  const std::string flags = kBaseFlags + " --micro-batch-size 1 --use-torch-fsdp2";
+  TrainRun when_needed = train(2, flags + " --num-workers 0");
+  ASSERT_EQ(when_needed.result.status, 0) << when_needed.result.output;
+  TrainRun ahead = train(2, flags + " --num-workers 3");
+  ASSERT_EQ(ahead.result.status, 0) << ahead.result.output;
+  ASSERT_EQ(ahead.losses.size(), 10u);
+  EXPECT_EQ(ahead.losses, when_needed.losses);
+  EXPECT_NE(train(1, kBaseFlags + " --num-workers -1").result.output.find("--num-workers must be in [0, 64]"), std::string::npos);
+}
+
 // The log a Megatron user expects: the arguments block, the precision in effect, timestamped
 // iteration lines, and a summary after training.
 TEST(TrainingCli, LogShowsArgumentsPrecisionTimestampsAndASummary) {

@@ -98,6 +98,8 @@ TEST(DatasetBuilder, ParsesSplitAndBlendAsMegatron) {
   EXPECT_NEAR(split[2], 0.001, 1e-12);
   EXPECT_NEAR(parse_split("98/2")[1], 0.02, 1e-12);
   EXPECT_THROW(parse_split("1,2,3,4"), std::invalid_argument);
+  EXPECT_NEAR(parse_split("'99,1,0'")[0], 0.99, 1e-12);  // quoted as Megatron's Llama 3 example passes it
+  EXPECT_THROW(parse_split("'99,1,0"), std::invalid_argument);
   EXPECT_THROW(parse_split("0,0"), std::invalid_argument);
   const DataBlend blend = parse_data_blend({"0.7", "a", "0.3", "b"});
   EXPECT_EQ(blend.paths, (std::vector<std::string>{"a", "b"}));

@@ -13,7 +13,6 @@ CHECKPOINT is an iter_N directory saved by RANKS ranks at ITERATION, FINAL_PARAM
 Prints "pytorch2 checks passed" and exits 0, or fails with an assertion naming what differs.
 """
 import os
-import socket
 import sys
 import tempfile
 import warnings
@@ -74,10 +73,11 @@ def check_one_process(checkpoint, final, ranks, iteration):
           f"optimizer state, args, scheduler and {ranks} RNG states as saved")
 
 
-def sharded_worker(rank, checkpoint, final, port, out):
-    # Debian's torch has no libuv TCPStore; Gloo on loopback needs no hostname lookup.
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0", GLOO_SOCKET_IFNAME="lo")
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def sharded_worker(rank, checkpoint, final, rendezvous, out):
+    # Gloo on loopback needs no hostname lookup. A file rendezvous: a port picked beforehand may
+    # be taken by another test's process meanwhile.
+    os.environ.update(GLOO_SOCKET_IFNAME="lo")
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     mesh = init_device_mesh("cpu", (2,))
     model = {fqn: distribute_tensor(torch.zeros_like(t), mesh, [Shard(0)]) for fqn, t in final.items()}
     dcp.load({"model": model}, checkpoint_id=checkpoint)
@@ -94,12 +94,9 @@ def sharded_worker(rank, checkpoint, final, port, out):
 
 
 def check_two_processes(checkpoint, final):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "checked.pt")
-        mp.spawn(sharded_worker, args=(checkpoint, final, port, out), nprocs=2)
+        mp.spawn(sharded_worker, args=(checkpoint, final, os.path.join(tmp, "rendezvous"), out), nprocs=2)
         sharded = torch.load(out)
     assert sharded > 0, "no tensor was sharded"
     print(f"2. dcp.load by 2 processes into DTensors Shard(0): every shard equals its rows ({sharded} tensors split)")

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <regex>
+#include <utility>
 
 #include "checkpoint/layout.h"
 #include "checkpoint/tensor_convert.h"
@@ -18,8 +19,12 @@ TrainRun train(int ranks, const std::string& flags) { return train_with(MEGACPP_
 TrainRun train_with(const std::string& program, int ranks, const std::string& flags) {
   const std::string command = std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) +
                               " --master-port 0 " + program + " " + flags;
+  return parse_training_output(run_command(command));
+}
+
+TrainRun parse_training_output(CommandResult result) {
   TrainRun run;
-  run.result = run_command(command);
+  run.result = std::move(result);
   const std::string& out = run.result.output;
   static const std::regex loss(R"(\| lm loss: ([0-9.]+E[-+][0-9]+))");
   static const std::regex validation(R"(validation loss at ([^|]*[^ |]) \| lm loss value: ([0-9.]+E[-+][0-9]+))");

@@ -26,6 +26,8 @@ TrainRun train(int ranks, const std::string& flags);
 // The same with another training program (one built on megacpp's train_main, or an installed
 // megacpp-train).
 TrainRun train_with(const std::string& program, int ranks, const std::string& flags);
+// The losses and memory lines of the output of any command that trained (a launch script).
+TrainRun parse_training_output(CommandResult result);
 
 // Same iteration losses and validation losses, each within `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);

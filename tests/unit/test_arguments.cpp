@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "megacpp/arguments.h"
+#include "megacpp/config/fsdp2_config_from_args.h"
 #include "megacpp/training/lr_schedule.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
@@ -137,6 +138,19 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   }
   EXPECT_EQ(error.find("hybrid"), std::string::npos) << "a refused flag's value is not a stray argument: " << error;
   EXPECT_NE(error_of({"--mock-data", "--swiglu", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
+  // What MindSpeed's and Megatron's scripts pass with --bf16: loss-scale knobs Megatron reads only with --fp16.
+  EXPECT_NO_THROW(parse({"--mock-data", "--initial-loss-scale", "4096", "--attention-softmax-in-fp32", "--optimizer", "adam",
+                         "--rerun-mode", "disabled", "--dataloader-type", "single", "--tiktoken-pattern", "v2"}));
+  EXPECT_NO_THROW(parse({"--mock-data", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
+                         "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
+  // A refused flag's values are its own, however many (Megatron's nargs flags).
+  const std::string rampup = error_of({"--mock-data", "--rampup-batch-size", "16", "16", "5859375", "--lr", "1e-3"});
+  EXPECT_NE(rampup.find("--rampup-batch-size: not supported"), std::string::npos) << rampup;
+  EXPECT_EQ(rampup.find("unexpected argument"), std::string::npos) << rampup;
+  const std::string external = error_of({"--mock-data", "--dataloader-type", "external"});
+  EXPECT_NE(external.find("--dataloader-type external: not supported (only single or cyclic"), std::string::npos) << external;
+  const std::string fp8 = error_of({"--mock-data", "--fp8-recipe", "delayed"});
+  EXPECT_NE(fp8.find("--fp8-recipe: not supported: megacpp has no fp8"), std::string::npos) << fp8;
 }
 
 // std::stod reads "nan" and "inf"; no floating flag accepts them, the model family's included.
@@ -186,7 +200,10 @@ TEST(Arguments, DataTokenizerAndEvaluationFlags) {
 }
 
 TEST(Arguments, RefusesBadDataFlagsByName) {
-  EXPECT_NE(error_of({"--mock-data", "--vocab-size", "100"}).find("--vocab-size is for NullTokenizer"), std::string::npos);
+  // With a tokenizer of its own, --vocab-size is a check (Megatron's scripts state it).
+  EXPECT_NE(error_of({"--mock-data", "--vocab-size", "100"}).find("--vocab-size 100 is not the vocabulary of ByteLevelTokenizer (257)"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--mock-data", "--vocab-size", "257"}).tokenizer_vocab_size, 257);
   EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "NullTokenizer"}).find("--vocab-size"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--data-path", "x"}).find("--mock-data and --data-path"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "Bert"}).find("--tokenizer-type"), std::string::npos);
@@ -226,6 +243,33 @@ TEST(LearningRateSchedule, WarmupThenDecay) {
   auto step = cosine_args;
   step.lr_decay_style = "step";
   EXPECT_THROW(training::LearningRateSchedule(step, kBatch), std::invalid_argument);
+}
+
+// Megatron's --decoupled-lr: the input and output layers follow the same warmup and decay
+// between their own bounds (--decoupled-min-lr, else --min-lr).
+TEST(LearningRateSchedule, DecoupledLearningRateHasItsOwnBounds) {
+  const auto args = parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-warmup-iters", "2", "--lr-decay-iters", "10",
+                           "--decoupled-lr", "3.0", "--decoupled-min-lr", "0.5"});
+  const training::LearningRateSchedule s(args, 8);
+  EXPECT_DOUBLE_EQ(s.decoupled_at(1), 1.5);
+  EXPECT_DOUBLE_EQ(s.decoupled_at(2), 3.0);
+  EXPECT_NEAR(s.decoupled_at(6), 1.75, 1e-12);  // halfway between 3 and 0.5
+  EXPECT_NEAR(s.decoupled_at(10), 0.5, 1e-12);
+  EXPECT_NEAR(s.at(6), 0.55, 1e-12);  // the others as before
+  const training::LearningRateSchedule no_min(parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-decay-iters", "10",
+                                                     "--decoupled-lr", "3.0"}), 8);
+  EXPECT_NEAR(no_min.decoupled_at(10), 0.1, 1e-12);  // --min-lr
+  const training::LearningRateSchedule none(parse({"--mock-data", "--lr", "1.0", "--lr-decay-iters", "10"}), 8);
+  EXPECT_DOUBLE_EQ(none.decoupled_at(4), none.at(4));
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--decoupled-min-lr", "0.1"}, "--decoupled-min-lr needs --decoupled-lr"},
+           {{"--decoupled-lr", "-1"}, "--decoupled-lr must be >= 0"},
+           {{"--decoupled-lr", "1e-4", "--decoupled-min-lr", "1e-3"}, "--decoupled-min-lr must be in [0, --decoupled-lr]"},
+       }) {
+    std::vector<std::string> all = {"--mock-data"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    EXPECT_NE(error_of(all).find(message), std::string::npos) << error_of(all);
+  }
 }
 
 // Megatron's sample-based flags: a warmup that ends inside an iteration, a decay in samples, a
@@ -291,6 +335,27 @@ TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--vocab-file", "encoder.json"}).find("--vocab-file is not read by --tokenizer-type"),
             std::string::npos);
+}
+
+// Megatron's precision flags on the command line become the FSDP2 configuration, and a YAML
+// that says otherwise is an error naming both.
+TEST(Arguments, GradReduceInBf16IsTheFsdp2ReduceDtype) {
+  const auto config = config::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16", "--grad-reduce-in-bf16"}));
+  EXPECT_EQ(config.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(config.reduce_dtype, c10::kBFloat16);
+  EXPECT_EQ(config::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16"})).reduce_dtype, c10::kFloat);
+  EXPECT_NE(error_of({"--mock-data", "--grad-reduce-in-bf16"}).find("--grad-reduce-in-bf16 needs --use-torch-fsdp2"),
+            std::string::npos);
+  const std::string yaml = ::testing::TempDir() + "megacpp-reduce-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(yaml) << "reduce_dtype: fp32\n";
+  try {
+    config::fsdp2_config_from_args(
+        parse({"--mock-data", "--use-torch-fsdp2", "--grad-reduce-in-bf16", "--fsdp2-config-path", yaml}));
+    ADD_FAILURE() << "--grad-reduce-in-bf16 with reduce_dtype: fp32 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--grad-reduce-in-bf16 conflicts with reduce_dtype in " + yaml), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(yaml);
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+#include "megacpp/training/batch_prefetcher.h"
+
+#include <algorithm>
+
+namespace megacpp::training {
+
+BatchPrefetcher::BatchPrefetcher(const data::SampleSource& source, BatchSlice slice, int64_t accumulation,
+                                 int64_t global_batch, int64_t vocab_size, int workers)
+    : source_(source), slice_(slice), accumulation_(accumulation), global_batch_(global_batch), vocab_size_(vocab_size),
+      workers_(workers) {}
+
+BatchPrefetcher::~BatchPrefetcher() {
+  if (next_.valid()) next_.wait();  // a worker still reading must not outlive the source
+}
+
+std::vector<at::Tensor> BatchPrefetcher::take(int64_t consumed) {
+  std::vector<at::Tensor> batches;
+  if (next_.valid() && next_consumed_ == consumed) {
+    batches = next_.get();
+  } else {
+    if (next_.valid()) next_.wait();  // read ahead for another position (a resumed run): dropped
+    batches = read(consumed);
+  }
+  next_ = {};
+  const int64_t following = consumed + global_batch_;
+  if (workers_ > 0 && following + global_batch_ <= source_.size()) {
+    next_consumed_ = following;
+    next_ = std::async(std::launch::async, [this, following] { return read(following); });
+  }
+  return batches;
+}
+
+std::vector<at::Tensor> BatchPrefetcher::read(int64_t consumed) const {
+  std::vector<at::Tensor> batches(static_cast<size_t>(accumulation_));
+  auto read_some = [&](int64_t first, int64_t step) {
+    for (int64_t m = first; m < accumulation_; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_);
+  };
+  const int64_t threads = std::min<int64_t>(std::max(workers_, 1), accumulation_);
+  std::vector<std::future<void>> others;
+  for (int64_t t = 1; t < threads; ++t) others.push_back(std::async(std::launch::async, read_some, t, threads));
+  read_some(0, threads);
+  for (auto& other : others) other.get();
+  return batches;
+}
+
+}  // namespace megacpp::training
