@@ -73,11 +73,12 @@ def check_one_process(checkpoint, final, ranks, iteration):
           f"optimizer state, args, scheduler and {ranks} RNG states as saved")
 
 
-def sharded_worker(rank, checkpoint, final, rendezvous, out):
-    # Gloo on loopback needs no hostname lookup. A file rendezvous: a port picked beforehand may
-    # be taken by another test's process meanwhile.
+def sharded_worker(rank, checkpoint, final, port, out):
+    # Gloo on loopback needs no hostname lookup. The parent hosts the store: no port is picked
+    # and released beforehand, for another test's process to take meanwhile.
     os.environ.update(GLOO_SOCKET_IFNAME="lo")
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, use_libuv=False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     mesh = init_device_mesh("cpu", (2,))
     model = {fqn: distribute_tensor(torch.zeros_like(t), mesh, [Shard(0)]) for fqn, t in final.items()}
     dcp.load({"model": model}, checkpoint_id=checkpoint)
@@ -94,9 +95,10 @@ def sharded_worker(rank, checkpoint, final, rendezvous, out):
 
 
 def check_two_processes(checkpoint, final):
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=False)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "checked.pt")
-        mp.spawn(sharded_worker, args=(checkpoint, final, os.path.join(tmp, "rendezvous"), out), nprocs=2)
+        mp.spawn(sharded_worker, args=(checkpoint, final, store.port, out), nprocs=2)
         sharded = torch.load(out)
     assert sharded > 0, "no tensor was sharded"
     print(f"2. dcp.load by 2 processes into DTensors Shard(0): every shard equals its rows ({sharded} tensors split)")
