@@ -70,6 +70,11 @@ void validate_arguments(const TrainingArguments& a) {
   // Each micro-batch is seq + 1 token ids of 8 bytes per sample.
   checked_product({{a.micro_batch_size, "--micro-batch-size"}, {checked_sum({{a.seq_length, "--seq-length"}, {1, "1"}}, "the sample length"), "(--seq-length + 1)"}, {8, "8 bytes"}},
                   "the bytes of a micro-batch");
+  if (!a.rampup_batch_size.empty()) {
+    require(a.rampup_batch_size.size() == 3 && a.rampup_batch_size[0] > 0 && a.rampup_batch_size[1] > 0 && a.rampup_batch_size[2] > 0,
+            "--rampup-batch-size takes three positive integers: the start batch, the increment and the ramp-up samples");
+    require(a.global_batch_size > 0, "--rampup-batch-size needs --global-batch-size (the batch it ramps up to)");
+  }
   require(a.global_batch_size >= 0, "--global-batch-size must be >= 0 (0: micro batch x data-parallel size)");
   require(a.train_iters > 0, "--train-iters must be positive");
   require(a.lr >= 0, "--lr must be >= 0");

@@ -38,6 +38,8 @@ cxxopts::Options make_options() {
   o.add_options("training")
       ("micro-batch-size", "samples per micro-batch per rank", cxxopts::value<std::string>()->default_value("1"))
       ("global-batch-size", "samples per iteration (default: micro x data parallel)", cxxopts::value<std::string>()->default_value("0"))
+      ("rampup-batch-size", "START INCREMENT SAMPLES: the global batch grows from START by INCREMENT to --global-batch-size "
+       "over SAMPLES samples", cxxopts::value<std::string>()->default_value(""))
       ("train-iters", "iterations to train", cxxopts::value<std::string>()->default_value("10"))
       ("lr", "peak learning rate", cxxopts::value<std::string>()->default_value("1e-4"))
       ("min-lr", "final learning rate", cxxopts::value<std::string>()->default_value("0"))
@@ -154,14 +156,16 @@ std::vector<std::string> split_words(const std::string& text) {
 }
 
 // Megatron's --data-path takes several words ("0.7 A 0.3 B"), --spec two (a module and a
-// function) and --profile-ranks a list; cxxopts takes one value per flag, so the words up to the next flag are joined into
+// function), --rampup-batch-size three and --profile-ranks a list; cxxopts takes one value per flag, so the words up to the next flag are joined into
 // that one value here.
 std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv) {
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     out.emplace_back(argv[i]);
     const std::string& flag = out.back();
-    if (flag != "--data-path" && flag != "--spec" && flag != "--profile-ranks") continue;  // Megatron's nargs='*'/'+' flags
+    if (flag != "--data-path" && flag != "--spec" && flag != "--profile-ranks" && flag != "--rampup-batch-size") {
+      continue;  // the others are not Megatron's nargs='*'/'+'/3 flags
+    }
     std::string joined;
     while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) joined += (joined.empty() ? "" : " ") + std::string(argv[++i]);
     out.push_back(joined);
@@ -264,6 +268,9 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.init_method_std = number<double>(r, "init-method-std");
   a.micro_batch_size = number<int64_t>(r, "micro-batch-size");
   a.global_batch_size = number<int64_t>(r, "global-batch-size");
+  for (const auto& word : split_words(r["rampup-batch-size"].as<std::string>())) {
+    a.rampup_batch_size.push_back(models::parse_flag_number<int64_t>("rampup-batch-size", word));
+  }
   a.train_iters = number<int64_t>(r, "train-iters");
   a.train_samples = number<int64_t>(r, "train-samples");
   if (a.train_samples != 0 && r.count("train-iters") > 0) throw std::invalid_argument("--train-iters and --train-samples exclude each other");

@@ -26,6 +26,7 @@ struct TrainingArguments {
   // batch and schedule
   int64_t micro_batch_size = 1;
   int64_t global_batch_size = 0;  // 0: micro batch x data-parallel size
+  std::vector<int64_t> rampup_batch_size;  // Megatron's START INCREMENT SAMPLES; empty: none
   int64_t train_iters = 10;
   double lr = 1e-4;
   double min_lr = 0.0;

@@ -88,7 +88,6 @@ const RefusedFlag kRefused[] = {
     {"num-experts", "megacpp has no mixture-of-experts models yet"},
     {"moe-*", "megacpp has no mixture-of-experts models yet"},
     {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
-    {"rampup-batch-size", "not supported yet: megacpp's global batch is constant"},
     {"recompute-activations",
      "it is Megatron's selective recompute (core attention only); megacpp recomputes whole layers: use "
      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"},

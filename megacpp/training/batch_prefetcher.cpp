@@ -4,10 +4,9 @@
 
 namespace megacpp::training {
 
-BatchPrefetcher::BatchPrefetcher(const data::SampleSource& source, BatchSlice slice, int64_t accumulation,
-                                 int64_t global_batch, int64_t vocab_size, int workers)
-    : source_(source), slice_(slice), accumulation_(accumulation), global_batch_(global_batch), vocab_size_(vocab_size),
-      workers_(workers) {}
+BatchPrefetcher::BatchPrefetcher(const data::SampleSource& source, BatchSlice slice, const BatchRampup& batches,
+                                 int64_t vocab_size, int workers)
+    : source_(source), slice_(slice), batches_(batches), vocab_size_(vocab_size), workers_(workers) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   if (next_.valid()) next_.wait();  // a worker still reading must not outlive the source
@@ -22,8 +21,8 @@ std::vector<at::Tensor> BatchPrefetcher::take(int64_t consumed) {
     batches = read(consumed);
   }
   next_ = {};
-  const int64_t following = consumed + global_batch_;
-  if (workers_ > 0 && following + global_batch_ <= source_.size()) {
+  const int64_t following = consumed + batches_.batch_at(consumed);
+  if (workers_ > 0 && following + batches_.batch_at(following) <= source_.size()) {
     next_consumed_ = following;
     next_ = std::async(std::launch::async, [this, following] { return read(following); });
   }
@@ -31,11 +30,12 @@ std::vector<at::Tensor> BatchPrefetcher::take(int64_t consumed) {
 }
 
 std::vector<at::Tensor> BatchPrefetcher::read(int64_t consumed) const {
-  std::vector<at::Tensor> batches(static_cast<size_t>(accumulation_));
+  const int64_t accumulation = batches_.accumulation_at(consumed);
+  std::vector<at::Tensor> batches(static_cast<size_t>(accumulation));
   auto read_some = [&](int64_t first, int64_t step) {
-    for (int64_t m = first; m < accumulation_; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_);
+    for (int64_t m = first; m < accumulation; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_);
   };
-  const int64_t threads = std::min<int64_t>(std::max(workers_, 1), accumulation_);
+  const int64_t threads = std::min<int64_t>(std::max(workers_, 1), accumulation);
   std::vector<std::future<void>> others;
   for (int64_t t = 1; t < threads; ++t) others.push_back(std::async(std::launch::async, read_some, t, threads));
   read_some(0, threads);

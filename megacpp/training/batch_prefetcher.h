@@ -10,15 +10,17 @@
 #include <ATen/ATen.h>
 
 #include "megacpp/data/sample_source.h"
+#include "megacpp/training/batch_rampup.h"
 #include "megacpp/training/training_data.h"
 
 namespace megacpp::training {
 
 class BatchPrefetcher {
  public:
-  // Nothing past the source's last sample is read ahead. `source` must outlive this.
-  BatchPrefetcher(const data::SampleSource& source, BatchSlice slice, int64_t accumulation, int64_t global_batch,
-                  int64_t vocab_size, int workers);
+  // Nothing past the source's last sample is read ahead. `source` and `batches` (each
+  // iteration's global batch) must outlive this.
+  BatchPrefetcher(const data::SampleSource& source, BatchSlice slice, const BatchRampup& batches, int64_t vocab_size,
+                  int workers);
   ~BatchPrefetcher();
 
   // The micro-batches of the iteration that starts at sample `consumed`; starts reading the next
@@ -30,7 +32,8 @@ class BatchPrefetcher {
 
   const data::SampleSource& source_;
   BatchSlice slice_;
-  int64_t accumulation_, global_batch_, vocab_size_;
+  const BatchRampup& batches_;
+  int64_t vocab_size_;
   int workers_;
   std::future<std::vector<at::Tensor>> next_;
   int64_t next_consumed_ = -1;

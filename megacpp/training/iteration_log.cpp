@@ -17,10 +17,10 @@ IterationLog::IterationLog(const TrainingArguments& args, RunShape shape) : args
   }
 }
 
-IterationStats IterationLog::throughput(double ms) const {
+IterationStats IterationLog::throughput(double ms, double samples) const {
   IterationStats stats;
   stats.ms_per_iteration = ms;
-  stats.tokens_per_second = static_cast<double>(shape_.global_batch * args_.seq_length) / (ms / 1000.0);
+  stats.tokens_per_second = samples * static_cast<double>(args_.seq_length) / (ms / 1000.0);
   stats.tokens_per_second_per_rank = stats.tokens_per_second / shape_.world_size;
   stats.tflops_per_rank = stats.tokens_per_second_per_rank * shape_.flops_per_token / 1e12;
   stats.mfu = args_.peak_tflops > 0 ? stats.tflops_per_rank / args_.peak_tflops : -1;
@@ -30,7 +30,7 @@ IterationStats IterationLog::throughput(double ms) const {
 void IterationLog::iteration(const IterationResult& r, const std::vector<at::Tensor>& params, torch::optim::Optimizer& optimizer) {
   const int64_t it = r.iteration;
   if (tensorboard_ && it % args_.tensorboard_log_interval == 0) {
-    const IterationStats stats = throughput(r.ms);
+    const IterationStats stats = throughput(r.ms, static_cast<double>(r.global_batch));
     tensorboard_->add_scalar("lm loss", r.loss, it);
     tensorboard_->add_scalar("learning-rate", r.learning_rate, it);
     if (!r.skipped) tensorboard_->add_scalar("grad-norm", r.grad_norm, it);
@@ -44,15 +44,16 @@ void IterationLog::iteration(const IterationResult& r, const std::vector<at::Ten
   // As Megatron: the line's loss averages the iterations that took their step.
   if (!r.skipped) interval_loss_ += r.loss;
   interval_ms_ += r.ms;
+  interval_samples_ += static_cast<double>(r.global_batch);
   ++interval_iters_;
   interval_skipped_ += r.skipped ? 1 : 0;
   if (it % args_.log_interval == 0 || it == args_.train_iters || r.exiting) {
-    IterationStats stats = throughput(interval_ms_ / interval_iters_);
+    IterationStats stats = throughput(interval_ms_ / interval_iters_, interval_samples_ / interval_iters_);
     stats.timestamp = log_timestamp();
     stats.iteration = it;
     stats.train_iters = args_.train_iters;
     stats.consumed_samples = r.consumed_samples;
-    stats.global_batch = shape_.global_batch;
+    stats.global_batch = r.global_batch;
     stats.learning_rate = r.learning_rate;
     const int64_t stepped = interval_iters_ - interval_skipped_;
     stats.loss = stepped > 0 ? interval_loss_ / stepped : r.loss;
@@ -61,7 +62,7 @@ void IterationLog::iteration(const IterationResult& r, const std::vector<at::Ten
     stats.skipped_iterations = r.loss_scale >= 0 ? interval_skipped_ : -1;
     spdlog::info(iteration_line(stats));
     if (tensorboard_) flush_tensorboard();
-    interval_loss_ = interval_ms_ = 0;
+    interval_loss_ = interval_ms_ = interval_samples_ = 0;
     interval_iters_ = interval_skipped_ = 0;
   }
   // After the first iteration (as Megatron) and again after the last, whose peak is the run's.

@@ -17,7 +17,6 @@
 namespace megacpp::training {
 
 struct RunShape {
-  int64_t global_batch = 0;
   int world_size = 1, rank = 0;
   double flops_per_token = 0;
   c10::Device device = c10::Device(c10::kCPU);
@@ -29,6 +28,7 @@ struct IterationResult {
   bool exiting = false;  // the run stops after it (--exit-interval, --exit-duration-in-mins)
   double loss_scale = -1;  // after it, with a loss scaler (--fp16); < 0: none
   bool skipped = false;    // its gradients overflowed: no step (--fp16)
+  int64_t global_batch = 0;  // its samples (--rampup-batch-size varies them)
 };
 
 class IterationLog {
@@ -41,13 +41,13 @@ class IterationLog {
   void validation(bool test, double loss, int64_t step);
 
  private:
-  IterationStats throughput(double ms) const;
+  IterationStats throughput(double ms, double samples) const;  // per iteration
   void flush_tensorboard();
 
   const TrainingArguments& args_;
   RunShape shape_;
   std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
-  double interval_loss_ = 0, interval_ms_ = 0;  // since the last line
+  double interval_loss_ = 0, interval_ms_ = 0, interval_samples_ = 0;  // since the last line
   int64_t interval_iters_ = 0, interval_skipped_ = 0;
 };
 

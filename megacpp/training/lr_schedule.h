@@ -22,6 +22,9 @@ class LearningRateSchedule {
   double at(int64_t iteration, int64_t skipped_samples = 0) const {
     return rate(samples_at(iteration) - skipped_samples, max_lr_, min_lr_);
   }
+  // The rates once `samples` samples have been stepped on (a ramped-up batch varies per iteration).
+  double at_samples(int64_t samples) const { return rate(samples, max_lr_, min_lr_); }
+  double decoupled_at_samples(int64_t samples) const { return rate(samples, decoupled_max_lr_, decoupled_min_lr_); }
   // The rate of the input and output layers: at() unless --decoupled-lr is given.
   double decoupled_at(int64_t iteration, int64_t skipped_samples = 0) const {
     return rate(samples_at(iteration) - skipped_samples, decoupled_max_lr_, decoupled_min_lr_);

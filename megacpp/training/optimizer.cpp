@@ -1,5 +1,8 @@
 #include "megacpp/training/optimizer.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace megacpp::training {
 namespace {
 
@@ -28,6 +31,21 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& arg
     groups.emplace_back(members[g], std::move(group_options));
   }
   return std::make_unique<torch::optim::AdamW>(groups, options);
+}
+
+std::unordered_set<const c10::TensorImpl*> input_and_output_parameters(models::LanguageModel& model, const TrainingArguments& args) {
+  std::unordered_set<const c10::TensorImpl*> found;
+  for (const std::string& path : {model.input_embeddings_path(), model.output_layer_path()}) {
+    if (path.empty()) continue;
+    for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+      if (item.key().rfind(path + ".", 0) == 0) found.insert(item.value().unsafeGetTensorImpl());
+    }
+  }
+  if (args.decoupled_lr >= 0 && found.empty()) {
+    throw std::invalid_argument("--decoupled-lr: model type '" + args.model_type +
+                                "' names no token embedding or output layer module (FSDP2Mixin::input_embeddings_path)");
+  }
+  return found;
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr) {

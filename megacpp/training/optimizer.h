@@ -9,6 +9,7 @@
 #include <torch/optim/adamw.h>
 
 #include "megacpp/arguments.h"
+#include "models/language_model.h"
 
 namespace megacpp::training {
 
@@ -18,6 +19,10 @@ namespace megacpp::training {
 // out.
 std::unique_ptr<torch::optim::AdamW> make_optimizer(const TrainingArguments& args, const std::vector<at::Tensor>& params,
                                                     const std::unordered_set<const c10::TensorImpl*>& input_or_output = {});
+
+// Megatron's embedding-or-output parameters: those of the model's token embedding and output
+// layer modules. With --decoupled-lr, a model that names neither is an error.
+std::unordered_set<const c10::TensorImpl*> input_and_output_parameters(models::LanguageModel& model, const TrainingArguments& args);
 
 // `lr` for every group, `decoupled_lr` for the input and output layers' groups.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr);

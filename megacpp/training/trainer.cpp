@@ -19,6 +19,7 @@
 #include "megacpp/logging.h"
 #include "checkpoint/layout.h"
 #include "megacpp/training/batch_prefetcher.h"
+#include "megacpp/training/batch_rampup.h"
 #include "megacpp/training/checkpointing.h"
 #include "megacpp/training/heartbeat.h"
 #include "megacpp/training/host_memory.h"
@@ -79,20 +80,24 @@ class TrainingRun {
     log_start();
     run_start_ = Clock::now();
     const int64_t first_iteration = progress_.iteration;
+    first_consumed_ = progress_.consumed_train;
     bool exited_early = false;
     for (int64_t it = progress_.iteration + 1; it <= args_.train_iters && !exited_early; ++it) {
       const auto start = Clock::now();
       profiler_->before(it);
-      const double lr = schedule_->at(it, progress_.skipped_samples);
+      // The rate once this iteration's samples are stepped on (Megatron's scheduler counts samples).
+      const int64_t batch = batches_->batch_at(progress_.consumed_train);
+      const int64_t stepped = progress_.consumed_train + batch - progress_.skipped_samples;
+      const double lr = schedule_->at_samples(stepped);
       const int64_t skipped_before = skipped_;
-      const auto [loss, grad_norm] = train_step(lr, schedule_->decoupled_at(it, progress_.skipped_samples));
+      const auto [loss, grad_norm] = train_step(lr, schedule_->decoupled_at_samples(stepped));
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       profiler_->after(it);
       const bool by_interval = args_.exit_interval > 0 && it % args_.exit_interval == 0;
       const bool by_duration = !by_interval && duration_exceeded();
       exited_early = by_interval || by_duration;
       log_->iteration({it, progress_.consumed_train, lr, loss, grad_norm, ms, exited_early,
-                       scaler_.enabled() ? scaler_.scale() : -1, skipped_ > skipped_before},
+                       scaler_.enabled() ? scaler_.scale() : -1, skipped_ > skipped_before, batch},
                       params_, *optimizer_);
       if (data_.splits[data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
         run_validation(data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
@@ -139,15 +144,21 @@ class TrainingRun {
     const int dp_size = mesh_->data_parallel_size();
     accumulation_ = gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
-    args_.train_iters = train_iterations(args_, global_batch_);
+    batches_ = std::make_unique<BatchRampup>(args_, global_batch_, args_.micro_batch_size * dp_size);
+    if (!batches_->ramps()) {
+      args_.train_iters = train_iterations(args_, global_batch_);
+    } else if (args_.train_samples > 0) {
+      args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
+    }
     slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size};
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
   void build_data() {
-    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0);
-    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[data::kTrain], slice_, accumulation_, global_batch_,
-                                                    args_.tokenizer_vocab_size, args_.num_workers);
+    const int64_t ramp_samples = batches_->ramps() ? batches_->samples_for_iterations(args_.train_iters) : 0;
+    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0, ramp_samples);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[data::kTrain], slice_, *batches_, args_.tokenizer_vocab_size,
+                                                    args_.num_workers);
   }
 
   void build_model() {
@@ -177,25 +188,8 @@ class TrainingRun {
       for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
       parameter_count_ += numel;
     }
-    optimizer_ = make_optimizer(args_, params_, input_and_output_parameters());
+    optimizer_ = make_optimizer(args_, params_, input_and_output_parameters(*model_, args_));
     schedule_ = std::make_unique<LearningRateSchedule>(args_, global_batch_);
-  }
-
-  // Megatron's embedding-or-output parameters (--decoupled-lr): those of the model's token
-  // embedding and output layer modules.
-  std::unordered_set<const c10::TensorImpl*> input_and_output_parameters() {
-    std::unordered_set<const c10::TensorImpl*> found;
-    for (const std::string& path : {model_->input_embeddings_path(), model_->output_layer_path()}) {
-      if (path.empty()) continue;
-      for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
-        if (item.key().rfind(path + ".", 0) == 0) found.insert(item.value().unsafeGetTensorImpl());
-      }
-    }
-    if (args_.decoupled_lr >= 0 && found.empty()) {
-      throw std::invalid_argument("--decoupled-lr: model type '" + args_.model_type +
-                                  "' names no token embedding or output layer module (FSDP2Mixin::input_embeddings_path)");
-    }
-    return found;
   }
 
   void load_checkpoint() {
@@ -224,13 +218,14 @@ class TrainingRun {
     spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
                  "| loss Float",
                  dtype(fsdp_config_.param_dtype, "Float"), dtype(fsdp_config_.reduce_dtype ? fsdp_config_.reduce_dtype : fsdp_config_.param_dtype, "Float"));
-    spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens",
-                 args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length);
+    spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens{}",
+                 args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length,
+                 batches_->ramps() ? " | " + batches_->describe() : std::string());
     for (const auto& line : data_.summary) spdlog::info("data: {}", line);
     for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[data::kTrain],
                  data_.samples_needed[data::kValid], data_.samples_needed[data::kTest], args_.split);
-    log_ = std::make_unique<IterationLog>(args_, RunShape{global_batch_, runtime_->world_size(), runtime_->rank(), flops_per_token_, device_});
+    log_ = std::make_unique<IterationLog>(args_, RunShape{runtime_->world_size(), runtime_->rank(), flops_per_token_, device_});
     profiler_ = std::make_unique<IterationProfiler>(args_, runtime_->rank());
   }
 
@@ -244,12 +239,13 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<at::Tensor> batches = prefetcher_->take(progress_.consumed_train);
-    for (int64_t m = 0; m < accumulation_; ++m) {
-      heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, accumulation_));
+    const auto accumulation = static_cast<int64_t>(batches.size());  // this iteration's (--rampup-batch-size)
+    for (int64_t m = 0; m < accumulation; ++m) {
+      heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, accumulation));
       at::Tensor tokens = batches[m].to(device_);
-      if (args_.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model_, m == accumulation_ - 1);
+      if (args_.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model_, m == accumulation - 1);
       at::Tensor loss = language_model_loss(*model_, tokens, args_.seq_length);
-      (loss * (scaler_.scale() / static_cast<double>(accumulation_))).backward();
+      (loss * (scaler_.scale() / static_cast<double>(accumulation))).backward();
       loss_sum += loss.item<double>();
     }
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
@@ -260,7 +256,7 @@ class TrainingRun {
     }
     const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_);
     const StepHealth health =
-        gather_step_health(runtime_->world(), loss_sum / accumulation_, grad_norm.local_finite, device_);
+        gather_step_health(runtime_->world(), loss_sum / accumulation, grad_norm.local_finite, device_);
     if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
     if (overflow) return skip_step(it, health.mean_loss, grad_norm.total);
@@ -269,7 +265,7 @@ class TrainingRun {
     if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
     optimizer_->step();
     if (args_.empty_unused_memory_level >= 2) release_unused_memory(device_);  // and after the step
-    progress_.consumed_train += global_batch_;
+    progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
     progress_.iteration += 1;
     if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
     return {health.mean_loss, grad_norm.total};
@@ -281,8 +277,9 @@ class TrainingRun {
     const double scale = scaler_.scale();
     scaler_.update(true);
     ++skipped_;
-    progress_.consumed_train += global_batch_;
-    progress_.skipped_samples += global_batch_;
+    const int64_t batch = batches_->batch_at(progress_.consumed_train);
+    progress_.consumed_train += batch;
+    progress_.skipped_samples += batch;
     progress_.iteration += 1;
     progress_.loss_scaler = scaler_.state();
     spdlog::info("iteration {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}", it, scale,
@@ -351,7 +348,7 @@ class TrainingRun {
     RunSummary summary;
     summary.last_iteration = progress_.iteration;
     summary.iterations_run = progress_.iteration - first_iteration;
-    summary.tokens = summary.iterations_run * global_batch_ * args_.seq_length;
+    summary.tokens = (progress_.consumed_train - first_consumed_) * args_.seq_length;
     summary.seconds = std::chrono::duration<double>(Clock::now() - run_start_).count();
     summary.best_validation = best_validation_;
     summary.last_validation = last_validation_;
@@ -368,7 +365,9 @@ class TrainingRun {
   std::shared_ptr<parallel::DistributedRuntime> runtime_;
   c10::Device device_ = c10::Device(c10::kCPU);
   std::unique_ptr<parallel::DeviceMesh> mesh_;  // fully_shard keeps a pointer: never moved
-  int64_t accumulation_ = 1, global_batch_ = 0;
+  int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
+  std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
+  int64_t first_consumed_ = 0;                   // training samples consumed when this run started
   BatchSlice slice_{};
   TrainingData data_;
   std::unique_ptr<BatchPrefetcher> prefetcher_;  // reads data_'s training split

@@ -1,5 +1,7 @@
 #include "megacpp/training/training_data.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "megacpp/checked_math.h"
@@ -33,7 +35,8 @@ void build_splits(const TrainingArguments& args, bool writes_index_cache, const 
 
 }  // namespace
 
-TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache) {
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache,
+                                 int64_t training_samples) {
   TrainingData result;
   const std::array<double, 3> split = data::parse_split(args.split);
   const NamedValue iters{args.train_iters, "--train-iters"}, batch{global_batch, "global batch"},
@@ -43,8 +46,8 @@ TrainingData build_training_data(const TrainingArguments& args, int64_t global_b
                                            "the validation runs"),
                                "validation runs"};
   // Megatron sizes the training split by --train-samples when it is given.
-  result.samples_needed[data::kTrain] =
-      args.train_samples > 0 ? args.train_samples : checked_product({iters, batch}, "the training samples");
+  result.samples_needed[data::kTrain] = std::max(
+      training_samples, args.train_samples > 0 ? args.train_samples : checked_product({iters, batch}, "the training samples"));
   result.samples_needed[data::kValid] =
       split[data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
   result.samples_needed[data::kTest] = split[data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;

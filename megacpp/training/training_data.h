@@ -26,8 +26,10 @@ struct TrainingData {
 };
 
 // Builds the datasets (real or --mock-data) sized for the whole run. `writes_index_cache`: this
-// rank writes the sample indices to --data-cache-path (one rank does).
-TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache);
+// rank writes the sample indices to --data-cache-path (one rank does). The training split holds
+// at least `training_samples` (what a ramped-up batch reads).
+TrainingData build_training_data(const TrainingArguments& args, int64_t global_batch, bool writes_index_cache,
+                                 int64_t training_samples = 0);
 
 struct BatchSlice {
   int64_t micro_batch_size;

@@ -148,6 +148,25 @@ TEST(MegatronTrainingFlags, UseCheckpointArgsTrainsTheCheckpointsModel) {
       << missing.result.output;
 }
 
+// --rampup-batch-size: the global batch grows as Megatron grows it, the same at every world size;
+// with --train-samples the iterations are counted over the ramp as Megatron counts them.
+TEST(MegatronTrainingFlags, RampupBatchSizeGrowsTheBatchTheSameAtEveryWorldSize) {
+  const std::string flags =
+      "--mock-data --seed 5 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
+      "--tokenizer-type NullTokenizer --vocab-size 63 --eval-iters 0 --seq-length 16 --micro-batch-size 2 "
+      "--global-batch-size 16 --rampup-batch-size 4 4 40 --train-samples 100 --lr-warmup-samples 8 --log-interval 1 "
+      "--lr 3e-3 --use-torch-fsdp2";
+  const TrainRun one = train(1, flags);
+  ASSERT_EQ(one.losses.size(), 10u) << one.result.output;  // 4 4 4 4 8 8 12, then three of 16
+  EXPECT_TRUE(has(one, "batch size rampup from 4 to 16 samples, +4 every 13 samples, over 40 samples")) << one.result.output;
+  EXPECT_TRUE(has(one, "iteration        1/      10 | consumed samples:            4 |")) << one.result.output;
+  EXPECT_TRUE(has(one, "iteration        7/      10 | consumed samples:           44 |")) << one.result.output;
+  EXPECT_TRUE(has(one, "global batch size:    12 |")) << one.result.output;
+  EXPECT_TRUE(has(one, "iteration       10/      10 | consumed samples:           92 |")) << one.result.output;
+  const TrainRun two = train(2, flags);
+  expect_same_losses(one, two, "rampup on 2 ranks", 1e-5);
+}
+
 // --dataloader-type cyclic: a random order per pass, the same global batches at every world size.
 TEST(MegatronTrainingFlags, CyclicDataloaderReadsTheSameBatchesAtEveryWorldSize) {
   const TrainRun one = train(1, kFlags + " --dataloader-type cyclic");

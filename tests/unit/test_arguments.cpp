@@ -144,9 +144,16 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   EXPECT_NO_THROW(parse({"--mock-data", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
                          "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
   // A refused flag's values are its own, however many (Megatron's nargs flags).
-  const std::string rampup = error_of({"--mock-data", "--rampup-batch-size", "16", "16", "5859375", "--lr", "1e-3"});
-  EXPECT_NE(rampup.find("--rampup-batch-size: not supported"), std::string::npos) << rampup;
-  EXPECT_EQ(rampup.find("unexpected argument"), std::string::npos) << rampup;
+  const std::string moe = error_of({"--mock-data", "--moe-layer-freq", "1", "0", "1", "--lr", "1e-3"});
+  EXPECT_NE(moe.find("--moe-layer-freq: not supported"), std::string::npos) << moe;
+  EXPECT_EQ(moe.find("unexpected argument"), std::string::npos) << moe;
+  // Megatron's three-word --rampup-batch-size.
+  EXPECT_EQ(parse({"--mock-data", "--global-batch-size", "64", "--rampup-batch-size", "16", "16", "5859375", "--lr", "1e-3"})
+                .rampup_batch_size,
+            (std::vector<int64_t>{16, 16, 5859375}));
+  EXPECT_NE(error_of({"--mock-data", "--global-batch-size", "64", "--rampup-batch-size", "16", "16"}).find("three positive integers"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--rampup-batch-size", "16", "16", "100"}).find("needs --global-batch-size"), std::string::npos);
   const std::string external = error_of({"--mock-data", "--dataloader-type", "external"});
   EXPECT_NE(external.find("--dataloader-type external: not supported (only single or cyclic"), std::string::npos) << external;
   const std::string fp8 = error_of({"--mock-data", "--fp8-recipe", "delayed"});
