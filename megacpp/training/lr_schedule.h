@@ -16,19 +16,15 @@ class LearningRateSchedule {
  public:
   // From the flags; `global_batch` converts iterations to samples.
   LearningRateSchedule(const TrainingArguments& args, int64_t global_batch);
-  // The rate for iteration `iteration` (1-based): the one at iteration × global batch samples,
-  // less `skipped_samples` (those of iterations --fp16 skipped, which Megatron's scheduler does
-  // not count).
-  double at(int64_t iteration, int64_t skipped_samples = 0) const {
-    return rate(samples_at(iteration) - skipped_samples, max_lr_, min_lr_);
-  }
-  // The rates once `samples` samples have been stepped on (a ramped-up batch varies per iteration).
+  // The rates once `samples` samples have been stepped on: the trainer passes the samples
+  // consumed by the end of the iteration less those of iterations --fp16 skipped (Megatron's
+  // scheduler does not count them); a ramped-up batch varies per iteration. The decoupled rate
+  // is that of the input and output layers (at_samples unless --decoupled-lr is given).
   double at_samples(int64_t samples) const { return rate(samples, max_lr_, min_lr_); }
   double decoupled_at_samples(int64_t samples) const { return rate(samples, decoupled_max_lr_, decoupled_min_lr_); }
-  // The rate of the input and output layers: at() unless --decoupled-lr is given.
-  double decoupled_at(int64_t iteration, int64_t skipped_samples = 0) const {
-    return rate(samples_at(iteration) - skipped_samples, decoupled_max_lr_, decoupled_min_lr_);
-  }
+  // The same for iteration `iteration` (1-based) of a constant batch: iteration × global batch samples.
+  double at(int64_t iteration) const { return at_samples(samples_at(iteration)); }
+  double decoupled_at(int64_t iteration) const { return decoupled_at_samples(samples_at(iteration)); }
 
   // Megatron's opt_param_scheduler fields, in samples.
   double warmup_samples() const { return warmup_samples_; }
