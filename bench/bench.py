@@ -63,7 +63,7 @@ def launcher(args, ranks, threads):
 def megacpp(args, cfg, ranks, threads, fsdp):
     """fsdp: 'none', 'root' (one group) or 'layers' (a group per decoder layer, then the root)."""
     command = launcher(args, ranks, threads) + [
-        os.path.join(args.build, "megacpp-train"), "--mock-data", "--num-layers", str(cfg["layers"]),
+        os.path.join(args.build, "megacpp-train"), "--model-type", "llama", "--mock-data", "--num-layers", str(cfg["layers"]),
         "--hidden-size", str(cfg["hidden"]), "--num-attention-heads", str(cfg["heads"]),
         "--ffn-hidden-size", str(cfg["ffn"]), "--seq-length", str(cfg["seq"]),
         "--max-position-embeddings", str(cfg["seq"]), "--tokenizer-type", "NullTokenizer",

@@ -61,15 +61,16 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
-// The family that reads a config.json, from its model_type.
-const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, const std::string& path) {
+// The family that reads a config.json, from its model_type (or `chosen`, a --model-type).
+const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, const std::string& path,
+                                               const std::string& chosen) {
   if (!config.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
   const auto type = config.find("model_type");
   if (type == config.end() || !type->is_string()) {
     throw std::invalid_argument(path + ": key 'model_type': " + (type == config.end() ? std::string("missing") : type->dump()) +
                                 ": expected the name of a Hugging Face model type");
   }
-  return models::family_for_hf_model_type(type->get<std::string>(), path);
+  return models::family_for_hf_model_type(type->get<std::string>(), path, chosen);
 }
 
 }  // namespace
@@ -113,7 +114,7 @@ std::string export_hf(const HfExportOptions& options) {
 std::string import_hf(const HfImportOptions& options) {
   const std::string config_path = (fs::path(options.input) / "config.json").string();
   const nlohmann::json hf_config = read_json_file(config_path);
-  const models::ModelFamily& family = family_of_hf_config(hf_config, config_path);
+  const models::ModelFamily& family = family_of_hf_config(hf_config, config_path, options.model_type);
   const auto config_ptr = family.from_hf_config(hf_config, config_path);
   const models::ModelConfig& config = *config_ptr;
   const serialization::SafetensorsCheckpoint weights = serialization::SafetensorsCheckpoint::open(options.input);

@@ -27,12 +27,14 @@ struct HfImportOptions {
   std::string input;  // the Hugging Face folder
   std::string save;   // checkpoint root to write SAVE/release/ into
   CheckpointFormat format = CheckpointFormat::torch_dist();
+  std::string model_type;  // the family, when several read config.json's model_type
 };
 
 // Writes the weights as a release checkpoint (fp32, model only; the tracker says
 // "release"), which `megacpp-train --load SAVE` starts from at iteration 0. Every weight
 // the model needs must be there with its shape; errors name the file and the tensor.
-// The family is the one that reads config.json's model_type. Returns the megacpp-train flags
+// The family is the one that reads config.json's model_type (options.model_type when several
+// do). Returns the megacpp-train flags
 // that build this model.
 std::string import_hf(const HfImportOptions& options);
 

@@ -1,6 +1,6 @@
 // megacpp-convert: Hugging Face <-> megacpp checkpoints.
 //   megacpp-convert export --load SAVE [--ckpt-step N] --output HF_DIR [--dtype float32|bfloat16]
-//   megacpp-convert import --input HF_DIR --save SAVE [--ckpt-format torch_dist|torch_dcp]
+//   megacpp-convert import --input HF_DIR --save SAVE [--ckpt-format torch_dist|torch_dcp] [--model-type NAME]
 // --model-library PATH.so adds the model families a library registers.
 // The work is in checkpoint/hf_convert.h; this file parses flags. Argument errors exit 2,
 // failures 1.
@@ -32,7 +32,8 @@ cxxopts::Options make_options() {
   o.add_options("import")
       ("input", "Hugging Face folder to import (config.json + safetensors)", text()->default_value(""))
       ("save", "checkpoint root to write SAVE/release/ into", text()->default_value(""))
-      ("ckpt-format", "torch_dist or torch_dcp", text()->default_value("torch_dist"));
+      ("ckpt-format", "torch_dist or torch_dcp", text()->default_value("torch_dist"))
+      ("model-type", "the model family to read config.json with, when several read its model_type", text()->default_value(""));
   o.add_options("")
       ("model-library", "shared library that registers model families (may repeat)", text())
       ("h,help", "show this help")("command", "export or import", text());
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
         o.input = required(r, "input", command);
         o.save = required(r, "save", command);
         o.format = CheckpointFormat::named(r["ckpt-format"].as<std::string>());
+        o.model_type = r["model-type"].as<std::string>();
       } catch (const std::exception& e) {
         std::cerr << "megacpp-convert: " << e.what() << "\n";
         return 2;

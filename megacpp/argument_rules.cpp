@@ -124,12 +124,9 @@ void validate_arguments(const TrainingArguments& a) {
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(!a.grad_reduce_in_bf16 || a.use_torch_fsdp2, "--grad-reduce-in-bf16 needs --use-torch-fsdp2 (FSDP2 reduces the gradients)");
   require(!(a.bf16 && a.fp16), "--bf16 and --fp16 exclude each other");
-  require(!a.fp16 || a.use_torch_fsdp2, "--fp16 needs --use-torch-fsdp2 (mixed precision is done by the FSDP2 engine, also on one rank)");
   require(a.loss_scale >= 0, "--loss-scale must be >= 0 (0: dynamic with --fp16)");
   require(a.initial_loss_scale > 0 && a.min_loss_scale > 0, "--initial-loss-scale and --min-loss-scale must be positive");
   require(a.loss_scale_window >= 1 && a.hysteresis >= 1, "--loss-scale-window and --hysteresis must be >= 1");
-  require(!a.bf16 || a.use_torch_fsdp2,
-          "--bf16 needs --use-torch-fsdp2 (mixed precision is done by the FSDP2 engine, also on one rank)");
 }
 
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,12 @@ class ModelFamily {
   // From a checkpoint's args (ModelConfig::to_args); `where` names the checkpoint in errors.
   virtual std::shared_ptr<const ModelConfig> config_from_args(const nlohmann::json& args,
                                                               const std::string& where) const = 0;
+  // The values of Megatron's architecture flags that describe the model this family builds,
+  // by flag name without "--": "position-embedding-type" (learned_absolute|rope),
+  // "normalization" (LayerNorm|RMSNorm), "swiglu" and "disable-bias-linear" (true|false).
+  // A command line without --model-type builds the family they match (Note [Megatron
+  // architecture] in megacpp/megatron_architecture.h). Empty: selected by --model-type only.
+  virtual std::map<std::string, std::string> megatron_architecture() const { return {}; }
   // `options` carries the device (torch::kMeta for meta-device init).
   virtual std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const = 0;
 

@@ -62,15 +62,26 @@ const ModelFamily& model_family(const std::string& name) {
   return *it->second;
 }
 
-const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, const std::string& path) {
-  std::vector<std::string> known;
+const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, const std::string& path,
+                                            const std::string& chosen) {
+  std::vector<std::string> known, readers;
   for (auto& [name, family] : families()) {
+    if (!chosen.empty() && name != chosen) continue;
     for (const auto& type : family->hf_model_types()) {
-      if (type == hf_model_type) return *family;
+      if (type == hf_model_type) readers.push_back(name);
       known.push_back("\"" + type + "\"");
     }
   }
-  throw std::invalid_argument(path + ": key 'model_type': \"" + hf_model_type + "\": megacpp reads " + joined(known));
+  const std::string key = path + ": key 'model_type': \"" + hf_model_type + "\": ";
+  if (!chosen.empty() && readers.empty()) {
+    model_family(chosen);  // an unknown name: the known ones
+    throw std::invalid_argument(key + "--model-type " + chosen + " reads " + joined(known));
+  }
+  if (readers.empty()) throw std::invalid_argument(key + "megacpp reads " + joined(known));
+  if (readers.size() > 1) {
+    throw std::invalid_argument(key + "read by --model-type " + joined(readers) + ": give --model-type to choose");
+  }
+  return model_family(readers.front());
 }
 
 std::shared_ptr<LanguageModel> create_model(const ModelConfig& config, const at::TensorOptions& options) {

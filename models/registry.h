@@ -20,8 +20,11 @@ void register_family(std::shared_ptr<const ModelFamily> family);
 const ModelFamily& model_family(const std::string& name);
 // Every registered family, by name.
 std::vector<const ModelFamily*> registered_families();
-// The family that reads a config.json of this model_type; throws naming `path` and the key.
-const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, const std::string& path);
+// The family that reads a config.json of this model_type: `chosen` (a --model-type) when not
+// empty, else the only family that reads it. Throws naming `path` and the key when none does,
+// or when several do and none is chosen.
+const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, const std::string& path,
+                                            const std::string& chosen = "");
 
 // Builds the model `config` describes with its family.
 std::shared_ptr<LanguageModel> create_model(const ModelConfig& config, const at::TensorOptions& options);

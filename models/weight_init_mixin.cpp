@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "models/layers/embedding.h"
+#include "models/layers/layer_norm.h"
 #include "models/layers/linear.h"
 #include "models/layers/rms_norm.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -68,6 +69,11 @@ bool WeightInitMixin::init_module(const std::string& path, parallel::Module& mod
   }
   if (auto* norm = dynamic_cast<RMSNorm*>(&module)) {
     fill_constant(module, "weight", norm->initial_weight());
+    return true;
+  }
+  if (auto* norm = dynamic_cast<LayerNorm*>(&module)) {
+    fill_constant(module, "weight", norm->initial_weight());
+    fill_constant(module, "bias", 0.0);
     return true;
   }
   return false;

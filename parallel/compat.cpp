@@ -39,7 +39,7 @@ bool use_libuv(Options& options, std::optional<bool> value = std::nullopt) {
 // masked pass (docs/performance.md).
 constexpr int64_t kQueryBlock = 256;
 
-at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p) {
   const int64_t seq = q.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   const at::Tensor positions = torch::arange(seq, q.options().dtype(torch::kLong));
@@ -53,6 +53,7 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
     const at::Tensor hidden = positions.narrow(0, 0, end).unsqueeze(0) > positions.narrow(0, start, end - start).unsqueeze(1);
     scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
     at::Tensor probs = torch::softmax(scores, -1, softmax_type).to(q.scalar_type());
+    if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
     blocks.push_back(torch::matmul(probs, values));
   }
   return blocks.size() == 1 ? blocks[0] : torch::cat(blocks, -2);
@@ -73,11 +74,11 @@ c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d:
   }
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p) {
 #if TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
 #else
-  return chunked_causal_attention(q, k, v);
+  return chunked_causal_attention(q, k, v, dropout_p);
 #endif
 }
 

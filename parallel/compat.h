@@ -61,8 +61,9 @@ c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d:
 // softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [batch, heads, seq, head_dim], the
 // softmax in fp32 (as Hugging Face's eager attention). libtorch 2.x: the fused
 // scaled_dot_product_attention (flash attention on CPU and GPU); 1.13: blocks of query rows,
-// each against the keys up to its end.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// each against the keys up to its end. With dropout_p > 0 the attention probabilities are
+// dropped out (zeroed with probability dropout_p, the rest scaled by 1 / (1 - dropout_p)).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p = 0.0);
 
 }  // namespace megacpp::parallel::compat
 

@@ -8,7 +8,10 @@
 // and integer outputs pass through untouched).
 // Hooks registered on the module (FSDP's unshard/reshard) run outside this region, so the
 // recomputation sees whatever parameters the pre-backward hooks have gathered.
-// The layers megacpp recomputes use no randomness (no dropout), so no RNG state is replayed.
+// A recomputed forward draws the same random numbers (dropout masks) as the first one, as
+// torch.utils.checkpoint's preserve_rng_state does: the generator states of the CPU and of the
+// inputs' device are saved before the forward, set again for the recomputation, and the
+// states the recomputation left are put back afterwards.
 #include "parallel/recompute.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -25,10 +28,45 @@ using Tensors = Module::Tensors;
 
 bool differentiable(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
 
+// The default generators a forward on these inputs draws from: the CPU's, and the device's.
+std::vector<at::Generator> generators_for(const Tensors& inputs) {
+  std::vector<at::Generator> generators{at::globalContext().defaultGenerator(c10::Device(c10::kCPU))};
+  for (const auto& x : inputs) {
+    if (x.defined() && !x.is_cpu() && !x.is_meta()) {
+      generators.push_back(at::globalContext().defaultGenerator(x.device()));
+      break;
+    }
+  }
+  return generators;
+}
+
+struct RngStates {
+  std::vector<at::Generator> generators;
+  std::vector<at::Tensor> states;
+
+  static RngStates capture(std::vector<at::Generator> generators) {
+    RngStates saved{std::move(generators), {}};
+    for (auto& g : saved.generators) {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      saved.states.push_back(g.get_state());
+    }
+    return saved;
+  }
+  void restore() {
+    for (size_t i = 0; i < generators.size(); ++i) {
+      std::lock_guard<std::mutex> lock(generators[i].mutex());
+      generators[i].set_state(states[i]);
+    }
+  }
+};
+
 class RecomputeBackward : public torch::autograd::Node {
  public:
-  RecomputeBackward(Module::Forward forward, Tensors inputs, std::vector<size_t> output_slots)
-      : forward_(std::move(forward)), inputs_(std::move(inputs)), output_slots_(std::move(output_slots)) {}
+  RecomputeBackward(Module::Forward forward, Tensors inputs, std::vector<size_t> output_slots, RngStates rng)
+      : forward_(std::move(forward)),
+        inputs_(std::move(inputs)),
+        output_slots_(std::move(output_slots)),
+        rng_(std::move(rng)) {}
 
   // grads[k] is the gradient of output output_slots_[k]; returns one gradient per input.
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
@@ -42,8 +80,11 @@ class RecomputeBackward : public torch::autograd::Node {
     }
     Tensors outputs;
     {
+      RngStates now = RngStates::capture(rng_.generators);
+      rng_.restore();
       torch::AutoGradMode enable(true);
       outputs = forward_(inputs);
+      now.restore();
     }
     Tensors roots, root_grads;
     for (size_t k = 0; k < output_slots_.size(); ++k) {
@@ -64,11 +105,13 @@ class RecomputeBackward : public torch::autograd::Node {
   Module::Forward forward_;
   Tensors inputs_;                    // the module inputs, saved in place of all activations
   std::vector<size_t> output_slots_;  // which outputs have this node as grad_fn
+  RngStates rng_;                     // the generators' states before the first forward
   bool released_ = false;
 };
 
 Tensors recompute_forward(const Module::Forward& forward, const Tensors& inputs) {
   if (!torch::GradMode::is_enabled()) return forward(inputs);
+  RngStates rng = RngStates::capture(generators_for(inputs));
   Tensors outputs;
   {
     torch::NoGradGuard no_grad;
@@ -80,7 +123,7 @@ Tensors recompute_forward(const Module::Forward& forward, const Tensors& inputs)
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (differentiable(outputs[k])) slots.push_back(k);
   }
-  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(forward, std::move(saved), slots),
+  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(forward, std::move(saved), slots, std::move(rng)),
                                                  torch::autograd::deleteNode);
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   Tensors results = outputs;

@@ -47,7 +47,7 @@ printf 'sub_modules_to_wrap:\n  - layers.{*}\n' >"$SCRATCH/layers.yaml"
 train() {  # RANKS LOG FLAGS...
   local ranks=$1 log=$2
   shift 2
-  if ! build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --mock-data \
+  if ! build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --model-type llama --mock-data \
     --use-torch-fsdp2 --fsdp2-config-path "$SCRATCH/layers.yaml" --log-interval 1 --eval-iters 0 "$@" >"$log" 2>&1; then
     tail -30 "$log" >&2
     echo "gpu_check: the run failed (above)" >&2

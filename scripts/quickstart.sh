@@ -27,7 +27,7 @@ if [ ! -f "$WORK_DIR/fortunes_text_document.idx" ]; then
 fi
 
 "$BUILD_DIR/megacpp-run" --nproc-per-node 2 --master-port 0 "$BUILD_DIR/megacpp-train" \
-  --data-path "$WORK_DIR/fortunes_text_document" --split 98,2,0 --tokenizer-type ByteLevelTokenizer --seed 1234 \
+  --model-type llama --data-path "$WORK_DIR/fortunes_text_document" --split 98,2,0 --tokenizer-type ByteLevelTokenizer --seed 1234 \
   --num-layers 4 --hidden-size 128 --ffn-hidden-size 352 --num-attention-heads 4 --seq-length 128 \
   --micro-batch-size 8 --global-batch-size 16 --train-iters 500 \
   --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 50 --lr-decay-style cosine \

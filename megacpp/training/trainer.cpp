@@ -301,6 +301,7 @@ class TrainingRun {
     double sum = 0;
     {
       torch::NoGradGuard no_grad;
+      model_->eval();  // no dropout
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
@@ -309,6 +310,7 @@ class TrainingRun {
           sum += language_model_loss(*model_, tokens, args_.seq_length).item<double>();
         }
       }
+      model_->train();
     }
     const double loss = average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
     if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);

@@ -22,10 +22,12 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"kv-channels", "head dimension (default: hidden / heads)", "0"},
       {"qk-layernorm", "RMSNorm on each query and key head before rotary (Qwen3)", "", true},
       {"max-position-embeddings", "maximum sequence length (default: seq length)", "0"},
-      {"norm-epsilon", "RMSNorm epsilon", "1e-5"},
+      {"norm-epsilon", "epsilon of the norms", "1e-5"},
       {"rotary-base", "rotary embedding base", "10000"},
       {"untie-embeddings-and-output-weights", "separate output layer weights", "", true},
-      {"apply-layernorm-1p", "zero-centered RMSNorm weights: each norm scales by 1 + weight (Megatron's)", "", true},
+      {"apply-layernorm-1p", "zero-centered norm weights: each norm scales by 1 + weight (Megatron's)", "", true},
+      {"attention-dropout", "dropout on the attention probabilities (llama: only 0)", "0"},
+      {"hidden-dropout", "dropout on the residual branches (llama: only 0)", "0"},
   };
 }
 
@@ -46,6 +48,12 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_flags(const ModelFla
   c->rotary_base = flags.number("rotary-base");
   c->tie_embeddings = !flags.enabled("untie-embeddings-and-output-weights");
   c->apply_layernorm_1p = flags.enabled("apply-layernorm-1p");
+  for (const char* dropout : {"attention-dropout", "hidden-dropout"}) {
+    if (flags.number(dropout) != 0.0) {
+      throw std::invalid_argument("--" + std::string(dropout) + " " + flags.text(dropout) +
+                                  ": the llama family trains without dropout (only 0; --model-type gpt has dropout)");
+    }
+  }
   c->validate();
   if (c->max_position_embeddings < context.seq_length) {
     throw std::invalid_argument("--max-position-embeddings (" + std::to_string(c->max_position_embeddings) +

@@ -12,6 +12,12 @@ class LlamaFamily : public ModelFamily {
   std::shared_ptr<const ModelConfig> config_from_flags(const ModelFlagValues& flags,
                                                        const ModelContext& context) const override;
   std::shared_ptr<const ModelConfig> config_from_args(const nlohmann::json& args, const std::string& where) const override;
+  std::map<std::string, std::string> megatron_architecture() const override {
+    return {{"position-embedding-type", "rope"},
+            {"normalization", "RMSNorm"},
+            {"swiglu", "true"},
+            {"disable-bias-linear", "true"}};
+  }
   std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const override;
 
   // LlamaForCausalLM ("llama") and, with --qk-layernorm, Qwen3ForCausalLM ("qwen3").

@@ -19,7 +19,7 @@ using testing::TrainRun;
 
 // Uneven shards on 4 ranks: 70 ffn rows, 40 hidden rows, 260 vocabulary rows over 4 or 3 ranks.
 const std::string kModel =
-    "--mock-data --tokenizer-type NullTokenizer --vocab-size 259 --make-vocab-size-divisible-by 4 --seed 7 "
+    "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 259 --make-vocab-size-divisible-by 4 --seed 7 "
     "--num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 70 "
     "--seq-length 16 --micro-batch-size 1 --global-batch-size 12 --log-interval 1 --lr 3e-3 --lr-warmup-iters 2 "
     "--eval-interval 5 --eval-iters 1 --train-iters 10 --untie-embeddings-and-output-weights";

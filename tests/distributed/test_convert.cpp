@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kTrain =
-    "--mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 --seed 3 "
+    "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 --seed 3 "
     "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 "
     "--seq-length 16 --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --lr 1e-2 --eval-iters 0 "
     "--train-iters 3 --use-torch-fsdp2";

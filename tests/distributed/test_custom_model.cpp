@@ -107,8 +107,13 @@ TEST(CustomModel, Gpt2BuiltOutsideTheTreeTrainsOnEveryLayoutExportsAndImports) {
   const double diff = (ours - reference).abs().max().item<double>();
   EXPECT_LE(diff, 1e-4) << "max |megacpp - gpt2_forward.py| over the logits";
 
-  // ... and imported back, it trains.
-  auto imported = testing::run_command(convert + " import --input " + hf + " --save " + dir + "/imported");
+  // ... and imported back, it trains. Two families read a GPT-2 folder (the library's and the
+  // built-in gpt): megacpp-convert asks which.
+  auto ambiguous = testing::run_command(convert + " import --input " + hf + " --save " + dir + "/imported 2>&1");
+  EXPECT_NE(ambiguous.status, 0) << ambiguous.output;
+  EXPECT_NE(ambiguous.output.find("\"gpt2\": read by --model-type gpt, gpt2: give --model-type to choose"), std::string::npos)
+      << ambiguous.output;
+  auto imported = testing::run_command(convert + " import --input " + hf + " --save " + dir + "/imported --model-type gpt2");
   ASSERT_EQ(imported.status, 0) << imported.output;
   EXPECT_NE(imported.output.find("--model-type gpt2"), std::string::npos) << imported.output;
   const auto trained = testing::train_with(example.train, 2, kGpt2 + layers + " --load " + dir + "/imported");

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 using testing::TrainRun;
 
 const std::string kModel =
-    "--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --seed 3 --num-layers 2 --hidden-size 32 "
+    "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 127 --seed 3 --num-layers 2 --hidden-size 32 "
     "--num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 --seq-length 16 --micro-batch-size 2 "
     "--log-interval 1 --lr 3e-3 --lr-warmup-iters 2 --eval-iters 0 --untie-embeddings-and-output-weights";
 

@@ -32,7 +32,7 @@ using testing::StreamingProcess;
 std::vector<std::string> train_command(int train_iters) {
   std::vector<std::string> args{MEGACPP_TRAIN_BINARY};
   std::istringstream flags(
-      "--mock-data --seed 1234 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --num-layers 2 "
+      "--model-type llama --mock-data --seed 1234 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --num-layers 2 "
       "--hidden-size 32 --num-attention-heads 4 --seq-length 16 --micro-batch-size 1 --log-interval 1 "
       "--use-torch-fsdp2 --distributed-timeout-minutes 1 --train-iters " +
       std::to_string(train_iters));

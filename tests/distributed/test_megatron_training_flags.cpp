@@ -22,7 +22,7 @@ using testing::train;
 using testing::TrainRun;
 
 const std::string kFlags =
-    "--mock-data --seed 7 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
+    "--model-type llama --mock-data --seed 7 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
     "--tokenizer-type NullTokenizer --vocab-size 63 --eval-iters 0 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 4 --train-iters 4 --log-interval 1 --lr 3e-3 --use-torch-fsdp2 "
     "--untie-embeddings-and-output-weights";
@@ -152,7 +152,7 @@ TEST(MegatronTrainingFlags, UseCheckpointArgsTrainsTheCheckpointsModel) {
 // with --train-samples the iterations are counted over the ramp as Megatron counts them.
 TEST(MegatronTrainingFlags, RampupBatchSizeGrowsTheBatchTheSameAtEveryWorldSize) {
   const std::string flags =
-      "--mock-data --seed 5 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
+      "--model-type llama --mock-data --seed 5 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
       "--tokenizer-type NullTokenizer --vocab-size 63 --eval-iters 0 --seq-length 16 --micro-batch-size 2 "
       "--global-batch-size 16 --rampup-batch-size 4 4 40 --train-samples 100 --lr-warmup-samples 8 --log-interval 1 "
       "--lr 3e-3 --use-torch-fsdp2";
@@ -186,7 +186,7 @@ TEST(MegatronTrainingFlags, CyclicDataloaderReadsTheSameBatchesAtEveryWorldSize)
 // on. Where the libtorch has no fp16 matmul on the CPU (Debian's 1.13) --fp16 is refused.
 TEST(MegatronTrainingFlags, Fp16WithLossScalingTracksFp32AndSkipsOverflows) {
   const std::string flags =
-      "--mock-data --seed 11 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+      "--model-type llama --mock-data --seed 11 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
       "--tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 32 --micro-batch-size 4 "
       "--global-batch-size 8 --train-iters 50 --log-interval 1 --lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2";
   const TrainRun fp16 = train(2, flags + " --fp16 --initial-loss-scale 4096");

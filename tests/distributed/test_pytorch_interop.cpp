@@ -27,7 +27,7 @@ const std::string kFixtureDir = MEGACPP_SOURCE_DIR "/tests/fixtures/dcp_pytorch2
 const std::string kFixture = kFixtureDir + "/checkpoint";
 // The model make_fixture.py trains (uneven shards on 2 ranks: 51 vocabulary and 45 ffn rows).
 const std::string kFixtureModel =
-    "--mock-data --tokenizer-type NullTokenizer --vocab-size 50 --make-vocab-size-divisible-by 1 --num-layers 2 "
+    "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 50 --make-vocab-size-divisible-by 1 --num-layers 2 "
     "--hidden-size 24 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 45 --seq-length 16 "
     "--max-position-embeddings 16 --micro-batch-size 1 --global-batch-size 6 --lr 1e-3 "
     "--untie-embeddings-and-output-weights --log-interval 1 --eval-iters 1 --eval-interval 100 --use-torch-fsdp2";

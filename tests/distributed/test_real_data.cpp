@@ -33,7 +33,7 @@ std::string fortune_dataset(const std::string& dir, const std::string& name, con
 }
 
 const std::string kModel =
-    "--tokenizer-type ByteLevelTokenizer --seed 1234 --num-layers 2 --hidden-size 32 --num-attention-heads 4 "
+    "--model-type llama --tokenizer-type ByteLevelTokenizer --seed 1234 --num-layers 2 --hidden-size 32 --num-attention-heads 4 "
     "--ffn-hidden-size 64 --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 8 --log-interval 1 "
     "--lr 3e-3 --lr-warmup-iters 2 --eval-interval 4 --eval-iters 2 --split 90,10,0";
 

@@ -8,7 +8,7 @@ namespace megacpp {
 namespace {
 
 const std::string kFlags =
-    "--mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
+    "--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
     "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 "
     "--micro-batch-size 2 --global-batch-size 8 --train-iters 6 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
     "--use-torch-fsdp2";

@@ -17,7 +17,7 @@ namespace megacpp {
 namespace {
 
 const std::string kBaseFlags =
-    "--mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
+    "--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
     "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
     "--train-iters 10 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 --untie-embeddings-and-output-weights";
 
@@ -80,7 +80,7 @@ TEST(TrainingCli, RecomputeGivesTheSameLosses) {
 
 TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
   const std::string flags =
-      std::string("--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+      std::string("--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
       "--tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 50 --log-interval 1 "
       "--lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2 --fsdp2-config-path ") +
       write_file(testing::scratch_dir(), "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\noutput_dtype: fp32\n");
@@ -99,7 +99,7 @@ TEST(TrainingCli, Bf16StaysWithinTwoPercentOfFp32) {
 TEST(TrainingCli, Fp16OnTheCpuTrainsWhereLibtorchHasTheKernels) {
   const std::string dir = testing::scratch_dir();
   const std::string flags =
-      std::string("--mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+      std::string("--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
                   "--tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 32 --micro-batch-size 4 "
                   "--global-batch-size 8 --train-iters 30 --log-interval 1 --lr 3e-3 --lr-warmup-iters 5 --use-torch-fsdp2 "
                   "--fsdp2-config-path ");
@@ -119,7 +119,7 @@ TEST(TrainingCli, Fp16OnTheCpuTrainsWhereLibtorchHasTheKernels) {
 
 TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
   const std::string flags =
-      "--mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --tokenizer-type NullTokenizer --vocab-size 999 --eval-iters 0 --seq-length 8 "
+      "--model-type llama --mock-data --num-layers 2 --hidden-size 128 --num-attention-heads 4 --tokenizer-type NullTokenizer --vocab-size 999 --eval-iters 0 --seq-length 8 "
       "--train-iters 1 --log-interval 1 --use-torch-fsdp2 --global-batch-size 4";
   TrainRun one = train(1, flags);
   TrainRun four = train(4, flags);

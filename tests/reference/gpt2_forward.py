@@ -8,15 +8,17 @@ modeling_gpt2.py, eager attention, with Conv1D weights stored [in, out] (y = x W
   h = wte[ids] + wpe[0..s-1]
   per block:  a = LayerNorm(h; ln_1);  q, k, v = split(a c_attn.W + c_attn.b) into n_head heads
               h += merge(softmax(q k^T / sqrt(head_dim) + causal mask) v) c_proj.W + c_proj.b
-              m = LayerNorm(h; ln_2);  h += gelu_new(m c_fc.W + c_fc.b) mlp.c_proj.W + mlp.c_proj.b
+              m = LayerNorm(h; ln_2);  h += act(m c_fc.W + c_fc.b) mlp.c_proj.W + mlp.c_proj.b
   logits = LayerNorm(h; ln_f) wte^T      (lm_head tied to wte)
-gelu_new(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); LayerNorm uses the biased variance
-and layer_norm_epsilon. Arithmetic in float64.
+act is config.json's activation_function: transformers' ACT2FN "gelu_new" and "gelu_pytorch_tanh"
+are 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), "gelu" is the exact 0.5 x (1 + erf(x / sqrt(2))).
+LayerNorm uses the biased variance and layer_norm_epsilon. Arithmetic in float64.
 
 Usage: gpt2_forward.py HF_DIR --tokens 1,2,3 [--tokens ...] --out FILE (raw little-endian float32).
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -36,12 +38,20 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0)))
+
+
+ACTIVATIONS = {"gelu_new": gelu_new, "gelu_pytorch_tanh": gelu_new, "gelu": gelu}
+
+
 def forward(cfg, weights, ids):
     def w(name):
         return weights["transformer." + name].astype(np.float64)
 
-    if cfg.get("activation_function", "gelu_new") != "gelu_new" or not cfg.get("scale_attn_weights", True):
-        raise ValueError("only gelu_new and scaled attention are implemented here")
+    act = ACTIVATIONS.get(cfg.get("activation_function", "gelu_new"))
+    if act is None or not cfg.get("scale_attn_weights", True):
+        raise ValueError("only gelu, gelu_new, gelu_pytorch_tanh and scaled attention are implemented here")
     batch, seq = ids.shape
     heads, eps = cfg["n_head"], cfg.get("layer_norm_epsilon", 1e-5)
     dim = cfg["n_embd"]
@@ -59,7 +69,7 @@ def forward(cfg, weights, ids):
         attn = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, dim)
         h = h + attn @ w(p + "attn.c_proj.weight") + w(p + "attn.c_proj.bias")
         m = layer_norm(h, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps)
-        h = h + gelu_new(m @ w(p + "mlp.c_fc.weight") + w(p + "mlp.c_fc.bias")) @ w(p + "mlp.c_proj.weight") \
+        h = h + act(m @ w(p + "mlp.c_fc.weight") + w(p + "mlp.c_fc.bias")) @ w(p + "mlp.c_proj.weight") \
             + w(p + "mlp.c_proj.bias")
     h = layer_norm(h, w("ln_f.weight"), w("ln_f.bias"), eps)
     return h @ w("wte.weight").T

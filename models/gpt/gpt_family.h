@@ -1,0 +1,32 @@
+// The "gpt" model family: Megatron's GPT model, what pretrain_gpt.py builds with Megatron's
+// default architecture flags (Note [Model families]).
+#pragma once
+
+#include "models/model_family.h"
+
+namespace megacpp::models {
+
+class GptFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "gpt"; }
+  std::vector<ModelFlag> flags() const override;
+  std::shared_ptr<const ModelConfig> config_from_flags(const ModelFlagValues& flags,
+                                                       const ModelContext& context) const override;
+  std::shared_ptr<const ModelConfig> config_from_args(const nlohmann::json& args, const std::string& where) const override;
+  std::map<std::string, std::string> megatron_architecture() const override {
+    return {{"position-embedding-type", "learned_absolute"},
+            {"normalization", "LayerNorm"},
+            {"swiglu", "false"},
+            {"disable-bias-linear", "false"}};
+  }
+  std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const override;
+
+  // GPT2LMHeadModel (gpt_hf.cpp).
+  std::vector<std::string> hf_model_types() const override { return {"gpt2"}; }
+  nlohmann::json to_hf_config(const ModelConfig& config, const std::string& torch_dtype) const override;
+  std::shared_ptr<const ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& path) const override;
+  HfTensorName to_hf_tensor(const ModelConfig& config, const std::string& fqn) const override;
+  std::optional<std::string> from_hf_tensor(const ModelConfig& config, const std::string& hf_name) const override;
+};
+
+}  // namespace megacpp::models

@@ -1,0 +1,77 @@
+#include "models/gpt/gpt_model.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "parallel/compat.h"
+
+namespace megacpp::models {
+
+GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
+    : parallel::Module("GPT2Block"),
+      heads_(c.num_attention_heads),
+      openai_gelu_(c.openai_gelu),
+      attention_dropout_(c.attention_dropout),
+      hidden_dropout_(c.hidden_dropout) {
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options, c.apply_layernorm_1p));
+  auto attn = register_module("attn", std::make_shared<parallel::Module>("GPT2Attention"));
+  c_attn_ = attn->register_module("c_attn", std::make_shared<Linear>(c.hidden_size, 3 * c.hidden_size, true, options));
+  attn_proj_ = attn->register_module("c_proj", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, options));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options, c.apply_layernorm_1p));
+  auto mlp = register_module("mlp", std::make_shared<parallel::Module>("GPT2MLP"));
+  c_fc_ = mlp->register_module("c_fc", std::make_shared<Linear>(c.hidden_size, c.ffn(), true, options));
+  mlp_proj_ = mlp->register_module("c_proj", std::make_shared<Linear>(c.ffn(), c.hidden_size, true, options));
+}
+
+// Causal multi-head self-attention; q, k and v come from one projection, [q | k | v] along
+// its output rows, each split into heads.
+at::Tensor GptBlock::attention(const at::Tensor& x) {
+  const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);
+  auto qkv = (*c_attn_)(x).view({batch, seq, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
+  const double dropout = is_training() ? attention_dropout_ : 0.0;
+  at::Tensor out = parallel::compat::causal_attention(qkv[0], qkv[1], qkv[2], dropout);  // [b, heads, s, d]
+  return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, dim}));
+}
+
+at::Tensor GptBlock::mlp(const at::Tensor& x) {
+  return (*mlp_proj_)(torch::gelu((*c_fc_)(x), openai_gelu_ ? "tanh" : "none"));
+}
+
+at::Tensor GptBlock::forward(const at::Tensor& hidden) {
+  at::Tensor h = hidden + torch::dropout(attention((*ln_1_)(hidden)), hidden_dropout_, is_training());
+  return h + torch::dropout(mlp((*ln_2_)(h)), hidden_dropout_, is_training());
+}
+
+GptModel::GptModel(const GptConfig& config, const at::TensorOptions& options)
+    : LanguageModel("GPT2LMHeadModel"), config_(config) {
+  config_.validate();
+  wte_ = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
+  wpe_ = register_module("wpe", std::make_shared<Embedding>(config.max_position_embeddings, config.hidden_size, options));
+  h_ = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_layers; ++i) h_->push_back(std::make_shared<GptBlock>(config, options));
+  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(config.hidden_size, config.norm_epsilon, options,
+                                                              config.apply_layernorm_1p));
+}
+
+at::Tensor GptModel::forward(const at::Tensor& ids) {
+  TORCH_CHECK(ids.dim() == 2, "GptModel expects token ids [batch, seq], got ", ids.sizes());
+  TORCH_CHECK(ids.size(1) <= config_.max_position_embeddings, "sequence of ", ids.size(1),
+              " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
+  at::Tensor positions = torch::arange(ids.size(1), ids.options());
+  at::Tensor h = torch::dropout((*wte_)(ids) + (*wpe_)(positions), config_.hidden_dropout, is_training());
+  for (auto& block : *h_) h = (*block->as<GptBlock>())(h);
+  return torch::linear((*ln_f_)(h), wte_->weight());
+}
+
+void GptModel::_fully_shard(const ShardingPlan& plan) {
+  for (const auto& path : plan.wrap_paths) {
+    if (path == "wte") {
+      throw std::invalid_argument("sub_modules_to_wrap / wrap_embeddings: 'wte' cannot be its own group: the output "
+                                  "layer reads its weight (tied embeddings)");
+    }
+  }
+  LanguageModel::_fully_shard(plan);
+}
+
+}  // namespace megacpp::models

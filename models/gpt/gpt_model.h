@@ -1,0 +1,62 @@
+// Megatron's GPT model (GptConfig) with Hugging Face's GPT2LMHeadModel module names (wte, wpe,
+// h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}, ln_f), so its weights map to a
+// GPT-2 folder 1:1 (gpt_family.cpp). Dropout acts while the model is in training mode.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "models/gpt/gpt_config.h"
+#include "models/language_model.h"
+#include "models/layers/embedding.h"
+#include "models/layers/layer_norm.h"
+#include "models/layers/linear.h"
+
+namespace megacpp::models {
+
+// Pre-norm block: h += dropout(attention(ln_1(h))); h += dropout(mlp(ln_2(h))).
+class GptBlock : public parallel::Module {
+ public:
+  GptBlock(const GptConfig& config, const at::TensorOptions& options);
+
+ protected:
+  at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
+
+ private:
+  at::Tensor attention(const at::Tensor& x);
+  at::Tensor mlp(const at::Tensor& x);
+
+  int64_t heads_;
+  bool openai_gelu_;
+  double attention_dropout_, hidden_dropout_;
+  std::shared_ptr<LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<Linear> c_attn_, attn_proj_, c_fc_, mlp_proj_;
+};
+
+class GptModel : public LanguageModel {
+ public:
+  GptModel(const GptConfig& config, const at::TensorOptions& options);
+
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
+  // Hugging Face's class name of each block, for wrap_policy.transformer_layer_cls_to_wrap.
+  std::vector<std::pair<std::string, std::string>> module_classes() const override { return {{"GPT2Block", "h.{*}"}}; }
+  std::string input_embeddings_path() const override { return "wte"; }
+
+ protected:
+  at::Tensor forward(const at::Tensor& ids) override;
+  // The output layer reads wte's weight: wte must stay in the root group.
+  void _fully_shard(const ShardingPlan& plan) override;
+
+ private:
+  GptConfig config_;
+  std::shared_ptr<Embedding> wte_, wpe_;
+  torch::nn::ModuleList h_;
+  std::shared_ptr<LayerNorm> ln_f_;
+};
+
+}  // namespace megacpp::models

@@ -1,0 +1,142 @@
+// Megatron's GPT model (models/gpt), what megacpp-train builds when a command line gives none of
+// Megatron's architecture flags: the same losses on every layout, dropout (Megatron's 0.1 by
+// default, off in validation, replayed by recompute), and the export to a Hugging Face GPT-2
+// folder checked by an independent NumPy forward (tests/reference/gpt2_forward.py), imported back.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "checkpoint/checkpoint_model.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "models/registry.h"
+#include "tests/support/distributed_test.h"
+#include "tests/support/hf_reference.h"
+#include "tests/support/train_run.h"
+
+namespace megacpp {
+namespace {
+
+using testing::train;
+using testing::TrainRun;
+
+const std::string kGpt =
+    "--mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 --seed 3 "
+    "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 --seq-length 16 "
+    "--micro-batch-size 2 --global-batch-size 8 --log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 6";
+const std::string kNoDropout = " --attention-dropout 0 --hidden-dropout 0";
+
+const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
+                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
+
+std::string fsdp(const std::string& dir, const std::string& name, const std::string& yaml) {
+  return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, name, yaml);
+}
+
+void expect_trained(const TrainRun& run, size_t iterations) {
+  ASSERT_EQ(run.result.status, 0) << run.result.output;
+  ASSERT_EQ(run.losses.size(), iterations) << run.result.output;
+}
+
+TEST(GptFamily, MegatronsDefaultArchitectureGivesTheSameLossesOnEveryLayout) {
+  const std::string dir = testing::scratch_dir();
+  const TrainRun one = train(1, kGpt + kNoDropout);
+  expect_trained(one, 6);
+  EXPECT_NE(one.result.output.find("megacpp-train | model gpt:"), std::string::npos) << one.result.output;
+  EXPECT_LT(one.losses.back(), one.losses.front()) << "the model does not learn";
+  const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const std::string by_class = fsdp(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [GPT2Block]\n");
+  const std::string hsdp = fsdp(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
+  testing::expect_same_losses(one, train(2, kGpt + kNoDropout + layers), "FSDP on 2 ranks", 1e-5);
+  testing::expect_same_losses(one, train(4, kGpt + kNoDropout + by_class), "FSDP on 4 ranks", 1e-5);
+  testing::expect_same_losses(one, train(4, kGpt + kNoDropout + hsdp), "HSDP 2x2", 1e-5);
+  testing::expect_same_losses(one, train(2, kGpt + kNoDropout + layers + " --init-model-with-meta-device"),
+                              "meta-device init", 1e-5);
+  // The output layer reads the token embedding: it cannot be a group of its own.
+  const TrainRun tied = train(2, kGpt + fsdp(dir, "wte.yaml", "sub_modules_to_wrap: ['h.{*}', wte]\n"));
+  EXPECT_NE(tied.result.output.find("'wte' cannot be its own group"), std::string::npos) << tied.result.output;
+}
+
+TEST(GptFamily, DropoutActsInTrainingOnlyAndRecomputeReplaysIt) {
+  // With --lr 0 the weights never change: the losses differ only by what dropout does.
+  const std::string frozen = kGpt + " --lr 0 --eval-interval 3 --eval-iters 1";
+  const TrainRun none = train(1, frozen + kNoDropout);
+  const TrainRun dropped = train(1, frozen);  // Megatron's defaults: 0.1 and 0.1
+  expect_trained(none, 6);
+  expect_trained(dropped, 6);
+  double largest = 0;
+  for (size_t i = 0; i < 6; ++i) largest = std::max(largest, std::abs(none.losses[i] - dropped.losses[i]));
+  EXPECT_GT(largest, 1e-3) << "dropout changed no training loss\n" << dropped.result.output;
+  // Validation runs the model without dropout.
+  ASSERT_FALSE(none.validation.empty()) << none.result.output;
+  testing::expect_same_losses(TrainRun{none.result, {}, none.validation, {}}, TrainRun{dropped.result, {}, dropped.validation, {}},
+                              "validation with and without dropout", 1e-6);
+
+  // Recompute draws the same dropout masks again: the same gradients, so the same losses.
+  const std::string dir = testing::scratch_dir();
+  const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const TrainRun plain = train(2, kGpt + layers);
+  const TrainRun recomputed = train(2, kGpt + layers + " --recompute-granularity full --recompute-method uniform "
+                                                       "--recompute-num-layers 1");
+  expect_trained(plain, 6);
+  EXPECT_NE(recomputed.result.output.find("recompute on h.0, h.1"), std::string::npos) << recomputed.result.output;
+  testing::expect_same_losses(plain, recomputed, "recompute with dropout", 1e-6);
+}
+
+// megacpp's logits for kTokens with the weights and model of checkpoint `root`, without dropout.
+at::Tensor megacpp_logits(const std::string& root) {
+  auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
+  auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
+  }
+  model->eval();
+  const at::Tensor ids = torch::stack({torch::tensor(kTokens[0]), torch::tensor(kTokens[1])});
+  return (*model)(ids).detach();
+}
+
+TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
+  const std::string convert = MEGACPP_CONVERT_BINARY;
+  struct Variant {
+    std::string flags, activation;
+    std::string imported_flags;  // Hugging Face's LayerNorm has no zero-centered form: imported, it is a plain one
+  };
+  for (const Variant& variant :
+       {Variant{"", "gelu", ""}, Variant{" --openai-gelu --apply-layernorm-1p", "gelu_new", " --openai-gelu"}}) {
+    SCOPED_TRACE(variant.activation);
+    const std::string dir = testing::scratch_dir();
+    const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+    // Weights large enough that GeLU's two forms differ in the logits by more than the bound.
+    const std::string flags = kGpt + variant.flags + layers + " --init-method-std 0.3";
+    const TrainRun trained = train(2, flags + " --save " + dir + "/ckpt --save-interval 6 --ckpt-format torch_dcp");
+    expect_trained(trained, 6);
+    const std::string hf = dir + "/hf";
+    const auto exported = testing::run_command(convert + " export --load " + dir + "/ckpt --output " + hf + " 2>&1");
+    ASSERT_EQ(exported.status, 0) << exported.output;
+    const nlohmann::json config = nlohmann::json::parse(testing::read_file(hf + "/config.json"));
+    EXPECT_EQ(config["model_type"], "gpt2");
+    EXPECT_EQ(config["activation_function"], variant.activation);
+    EXPECT_EQ(config["resid_pdrop"], 0.1);
+    EXPECT_EQ(config["attn_pdrop"], 0.1);
+
+    const at::Tensor ours = megacpp_logits(dir + "/ckpt");
+    const at::Tensor reference = testing::hf_reference_logits(hf, kTokens, ours.size(-1), "gpt2_forward.py");
+    const double diff = (ours - reference).abs().max().item<double>();
+    std::cout << variant.activation << ": max |megacpp - gpt2_forward.py| = " << diff << std::endl;
+    EXPECT_LE(diff, 1e-4) << "max |megacpp - gpt2_forward.py| over the logits";
+
+    const auto imported = testing::run_command(convert + " import --input " + hf + " --save " + dir + "/imported 2>&1");
+    ASSERT_EQ(imported.status, 0) << imported.output;
+    EXPECT_NE(imported.output.find("--model-type gpt --num-layers 2"), std::string::npos) << imported.output;
+    const TrainRun resumed = train(2, kGpt + variant.imported_flags + layers + " --load " + dir + "/imported");
+    expect_trained(resumed, 6);
+    EXPECT_LT(resumed.losses.front(), trained.losses.front()) << "the imported weights are the trained ones";
+  }
+}
+
+}  // namespace
+}  // namespace megacpp
