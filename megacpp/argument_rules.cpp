@@ -36,21 +36,26 @@ void validate_schedule(const TrainingArguments& a) {
   }
 }
 
-// Megatron's full recompute: whole layers, uniformly (every layer) or the first N (block).
+// Megatron's recompute: whole layers (full), uniformly (every layer) or the first N (block),
+// or each layer's core attention only (selective, which takes no method).
 void validate_recompute(const TrainingArguments& a) {
   if (a.recompute_granularity.empty()) {
     require(a.recompute_method.empty() && a.recompute_num_layers == 0,
             "--recompute-method and --recompute-num-layers need --recompute-granularity full");
     return;
   }
-  require(a.recompute_granularity == "full",
-          "--recompute-granularity " + a.recompute_granularity +
-              ": not supported (only full): megacpp recomputes whole layers, not only their core attention "
-              "(Megatron's selective); use --recompute-granularity full or fsdp2_config.yaml's recompute_modules");
+  require(a.use_torch_fsdp2, "--recompute-granularity needs --use-torch-fsdp2 (FSDP2Mixin applies the recompute)");
+  require(a.recompute_granularity == "full" || a.recompute_granularity == "selective",
+          "--recompute-granularity " + a.recompute_granularity + ": expected full or selective");
+  if (a.recompute_granularity == "selective") {
+    require(a.recompute_method.empty() && a.recompute_num_layers == 0,
+            "--recompute-method and --recompute-num-layers are for --recompute-granularity full (selective "
+            "recomputes every layer's core attention; Megatron refuses a method with it too)");
+    return;
+  }
   require(a.recompute_method == "uniform" || a.recompute_method == "block",
           "--recompute-granularity full needs --recompute-method uniform or block (got '" + a.recompute_method + "')");
   require(a.recompute_num_layers > 0, "--recompute-granularity full needs --recompute-num-layers >= 1");
-  require(a.use_torch_fsdp2, "--recompute-granularity needs --use-torch-fsdp2 (FSDP2Mixin applies the recompute)");
 }
 
 // --profile: the iterations after start, up to and including end, on the ranks listed.

@@ -159,6 +159,12 @@ void read_engine_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
   a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
   a.recompute_granularity = r["recompute-granularity"].as<std::string>();
+  if (r["recompute-activations"].as<bool>()) {  // Megatron: recompute_activations sets the granularity
+    if (!a.recompute_granularity.empty() && a.recompute_granularity != "selective") {
+      throw std::invalid_argument("--recompute-activations (selective) contradicts --recompute-granularity " + a.recompute_granularity);
+    }
+    a.recompute_granularity = "selective";
+  }
   a.recompute_method = r["recompute-method"].as<std::string>();
   a.recompute_num_layers = number<int64_t>(r, "recompute-num-layers");
   a.empty_unused_memory_level = number<int>(r, "empty-unused-memory-level");

@@ -95,8 +95,9 @@ cxxopts::Options training_options() {
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
       ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
       ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"))
-      ("recompute-granularity", "full: recompute whole layers in backward (with --recompute-method)",
-       cxxopts::value<std::string>()->default_value(""))
+      ("recompute-granularity", "full: recompute whole layers in backward (with --recompute-method); selective: each "
+       "layer's core attention", cxxopts::value<std::string>()->default_value(""))
+      ("recompute-activations", "Megatron's shorthand for --recompute-granularity selective")
       ("recompute-method", "uniform: every layer; block: the first --recompute-num-layers", cxxopts::value<std::string>()->default_value(""))
       ("recompute-num-layers", "layers recomputed with --recompute-method block", cxxopts::value<std::string>()->default_value("0"))
       ("empty-unused-memory-level", "1 or 2: return the device's cached memory after each iteration (0: keep it)",

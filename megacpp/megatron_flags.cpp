@@ -80,9 +80,6 @@ const RefusedFlag kRefused[] = {
     {"num-experts", "megacpp has no mixture-of-experts models yet"},
     {"moe-*", "megacpp has no mixture-of-experts models yet"},
     {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
-    {"recompute-activations",
-     "it is Megatron's selective recompute (core attention only); megacpp recomputes whole layers: use "
-     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"},
     {"wandb-*", "megacpp logs to TensorBoard only (--tensorboard-dir)"},
     {"virtual-pipeline-model-parallel-size", "megacpp has no pipeline parallelism"},
     {"num-layers-per-virtual-pipeline-stage", "megacpp has no pipeline parallelism"},

@@ -20,6 +20,9 @@ struct FSDP2Config {
   // of all recomputed modules, in forward order (--recompute-method block).
   bool recompute_default_module_classes = false;
   int64_t recompute_num_layers = 0;
+  // Megatron's --recompute-granularity selective: recompute every layer's core attention (each
+  // CoreAttention module, models/layers/core_attention.h) and keep the rest of the layer.
+  bool recompute_core_attention = false;
   bool reshard_after_forward = true;
   c10::optional<c10::ScalarType> param_dtype;
   c10::optional<c10::ScalarType> reduce_dtype;
@@ -44,7 +47,7 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
   return a.sharding_size == b.sharding_size && a.sub_modules_to_wrap == b.sub_modules_to_wrap &&
          a.ignored_modules == b.ignored_modules && a.recompute_modules == b.recompute_modules &&
          a.recompute_default_module_classes == b.recompute_default_module_classes &&
-         a.recompute_num_layers == b.recompute_num_layers &&
+         a.recompute_num_layers == b.recompute_num_layers && a.recompute_core_attention == b.recompute_core_attention &&
          a.reshard_after_forward == b.reshard_after_forward && a.param_dtype == b.param_dtype &&
          a.reduce_dtype == b.reduce_dtype && a.output_dtype == b.output_dtype &&
          a.cast_forward_inputs == b.cast_forward_inputs && a.num_to_forward_prefetch == b.num_to_forward_prefetch &&

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "models/layers/core_attention.h"
 #include "models/module_path.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/recompute.h"
@@ -169,6 +170,18 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   plan.recompute_paths = ordered(order, match_module_paths(root, config.recompute_modules, "recompute_modules"));
   if (config.recompute_num_layers > 0 && static_cast<int64_t>(plan.recompute_paths.size()) > config.recompute_num_layers) {
     plan.recompute_paths.resize(static_cast<size_t>(config.recompute_num_layers));  // the first N, in forward order
+  }
+  if (config.recompute_core_attention) {
+    std::vector<std::string> core;
+    for (auto& [path, module] : parallel::named_hookable_modules(root)) {
+      if (dynamic_cast<CoreAttention*>(module)) core.push_back(path);
+    }
+    if (core.empty()) {
+      throw std::invalid_argument("--recompute-granularity selective: this model has no core attention module "
+                                  "(models/layers/core_attention.h) to recompute; use --recompute-granularity full");
+    }
+    for (auto& path : core) plan.recompute_paths.push_back(path);
+    plan.recompute_paths = ordered(order, plan.recompute_paths);
   }
   for (auto& path : match_module_paths(root, config.ignored_modules, "ignored_modules")) {
     auto& module = *root.named_modules("", true)[path];

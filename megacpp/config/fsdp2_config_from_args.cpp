@@ -9,12 +9,17 @@ namespace {
 
 // Megatron's --recompute-granularity full: every layer (uniform; Megatron checkpoints N layers
 // at a time, megacpp each layer alone: the same computation) or the first N (block). The layers
-// are the model's module classes (its decoder layers), resolved when it is sharded.
+// are the model's module classes (its decoder layers), resolved when it is sharded. selective:
+// each layer's core attention only.
 void apply_recompute_flags(const TrainingArguments& args, models::FSDP2Config& config) {
   if (args.recompute_granularity.empty()) return;
   if (!config.recompute_modules.empty()) {
     throw std::invalid_argument("--recompute-granularity and recompute_modules in " + args.fsdp2_config_path +
                                 " both say what to recompute (remove one of them)");
+  }
+  if (args.recompute_granularity == "selective") {
+    config.recompute_core_attention = true;
+    return;
   }
   config.recompute_default_module_classes = true;
   config.recompute_num_layers = args.recompute_method == "block" ? args.recompute_num_layers : 0;

@@ -4,7 +4,6 @@
 
 #include <torch/torch.h>
 
-#include "parallel/compat.h"
 
 namespace megacpp::models {
 
@@ -12,12 +11,12 @@ GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
     : parallel::Module("GPT2Block"),
       heads_(c.num_attention_heads),
       openai_gelu_(c.openai_gelu),
-      attention_dropout_(c.attention_dropout),
       hidden_dropout_(c.hidden_dropout) {
   ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options, c.apply_layernorm_1p));
   auto attn = register_module("attn", std::make_shared<parallel::Module>("GPT2Attention"));
   c_attn_ = attn->register_module("c_attn", std::make_shared<Linear>(c.hidden_size, 3 * c.hidden_size, true, options));
   attn_proj_ = attn->register_module("c_proj", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, options));
+  core_attention_ = attn->register_module("core_attention", std::make_shared<CoreAttention>(c.attention_dropout));
   ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options, c.apply_layernorm_1p));
   auto mlp = register_module("mlp", std::make_shared<parallel::Module>("GPT2MLP"));
   c_fc_ = mlp->register_module("c_fc", std::make_shared<Linear>(c.hidden_size, c.ffn(), true, options));
@@ -29,8 +28,7 @@ GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
 at::Tensor GptBlock::attention(const at::Tensor& x) {
   const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);
   auto qkv = (*c_attn_)(x).view({batch, seq, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
-  const double dropout = is_training() ? attention_dropout_ : 0.0;
-  at::Tensor out = parallel::compat::causal_attention(qkv[0], qkv[1], qkv[2], dropout);  // [b, heads, s, d]
+  at::Tensor out = (*core_attention_)({qkv[0], qkv[1], qkv[2]})[0];  // [b, heads, s, d]
   return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, dim}));
 }
 

@@ -12,6 +12,7 @@
 
 #include "models/gpt/gpt_config.h"
 #include "models/language_model.h"
+#include "models/layers/core_attention.h"
 #include "models/layers/embedding.h"
 #include "models/layers/layer_norm.h"
 #include "models/layers/linear.h"
@@ -32,9 +33,10 @@ class GptBlock : public parallel::Module {
 
   int64_t heads_;
   bool openai_gelu_;
-  double attention_dropout_, hidden_dropout_;
+  double hidden_dropout_;
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;
   std::shared_ptr<Linear> c_attn_, attn_proj_, c_fc_, mlp_proj_;
+  std::shared_ptr<CoreAttention> core_attention_;  // attn.core_attention, with the attention dropout
 };
 
 class GptModel : public LanguageModel {

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include "parallel/compat.h"
 
 namespace megacpp::models {
 
@@ -20,6 +19,7 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
     q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
     k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
   }
+  core_attention_ = register_module("core_attention", std::make_shared<CoreAttention>());
 }
 
 at::Tensor Attention::forward(const at::Tensor& hidden) {
@@ -36,7 +36,7 @@ at::Tensor Attention::forward(const at::Tensor& hidden) {
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);
   }
-  at::Tensor out = parallel::compat::causal_attention(q, k, v);  // [b, heads, s, d]
+  at::Tensor out = (*core_attention_)({q, k, v})[0];  // [b, heads, s, d]
   return (*o_proj_)(out.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
 }
 

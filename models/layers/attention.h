@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "models/layers/core_attention.h"
 #include "models/layers/linear.h"
 #include "models/layers/rms_norm.h"
 #include "models/layers/rotary.h"
@@ -20,7 +21,8 @@ struct AttentionShape {
 };
 
 // Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,
-// or Qwen3Attention with qk_layernorm (children q_norm, k_norm with weight [head_dim]).
+// or Qwen3Attention with qk_layernorm (children q_norm, k_norm with weight [head_dim]); the
+// softmax(q k^T) v itself is the child core_attention.
 class Attention : public parallel::Module {
  public:
   Attention(const AttentionShape& shape, const at::TensorOptions& options);
@@ -33,6 +35,7 @@ class Attention : public parallel::Module {
   RotaryEmbedding rotary_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;  // q [heads*head_dim, hidden], o [hidden, heads*head_dim]
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;                    // null without qk_layernorm
+  std::shared_ptr<CoreAttention> core_attention_;
 };
 
 }  // namespace megacpp::models

@@ -1,6 +1,6 @@
 // Megatron's GPT model (models/gpt), what megacpp-train builds when a command line gives none of
 // Megatron's architecture flags: the same losses on every layout, dropout (Megatron's 0.1 by
-// default, off in validation, replayed by recompute), and the export to a Hugging Face GPT-2
+// default, off in validation, replayed by full and selective recompute), and the export to a Hugging Face GPT-2
 // folder checked by an independent NumPy forward (tests/reference/gpt2_forward.py), imported back.
 #include <gtest/gtest.h>
 
@@ -84,6 +84,11 @@ TEST(GptFamily, DropoutActsInTrainingOnlyAndRecomputeReplaysIt) {
   expect_trained(plain, 6);
   EXPECT_NE(recomputed.result.output.find("recompute on h.0, h.1"), std::string::npos) << recomputed.result.output;
   testing::expect_same_losses(plain, recomputed, "recompute with dropout", 1e-6);
+  // Selective recompute: the core attention alone, its attention dropout drawn again the same.
+  const TrainRun selective = train(2, kGpt + layers + " --recompute-granularity selective");
+  EXPECT_NE(selective.result.output.find("recompute on h.0.attn.core_attention, h.1.attn.core_attention"), std::string::npos)
+      << selective.result.output;
+  testing::expect_same_losses(plain, selective, "selective recompute with dropout", 1e-6);
 }
 
 // megacpp's logits for kTokens with the weights and model of checkpoint `root`, without dropout.

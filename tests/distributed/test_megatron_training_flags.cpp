@@ -29,7 +29,7 @@ const std::string kFlags =
 
 bool has(const TrainRun& run, const std::string& text) { return run.result.output.find(text) != std::string::npos; }
 
-TEST(MegatronTrainingFlags, FullRecomputeIsLayerRecomputeWithTheSameLosses) {
+TEST(MegatronTrainingFlags, FullAndSelectiveRecomputeGiveTheSameLosses) {
   const TrainRun plain = train(2, kFlags);
   ASSERT_EQ(plain.losses.size(), 4u) << plain.result.output;
   const TrainRun uniform = train(2, kFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
@@ -40,12 +40,21 @@ TEST(MegatronTrainingFlags, FullRecomputeIsLayerRecomputeWithTheSameLosses) {
   expect_same_losses(plain, block, "block", 1e-6);
   const TrainRun grouped = train(1, kFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 2");
   EXPECT_TRUE(has(grouped, "megacpp recomputes each layer on its own")) << grouped.result.output;
+  // Selective: only each layer's core attention (Megatron's --recompute-activations is the same).
+  for (const std::string selective : {"--recompute-granularity selective", "--recompute-activations"}) {
+    const TrainRun core = train(2, kFlags + " " + selective);
+    EXPECT_TRUE(has(core, "fsdp2: recompute on layers.0.self_attn.core_attention, layers.1.self_attn.core_attention"))
+        << core.result.output;
+    expect_same_losses(plain, core, selective, 1e-6);
+  }
 
   const std::string dir = testing::scratch_dir();
   const std::string yaml = testing::write_file(dir, "recompute.yaml", "recompute_modules: ['layers.{*}']\n");
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--recompute-granularity selective", "--recompute-granularity selective: not supported (only full)"},
-           {"--recompute-activations", "--recompute-activations: not supported: it is Megatron's selective recompute"},
+           {"--recompute-granularity coarse", "--recompute-granularity coarse: expected full or selective"},
+           {"--recompute-granularity selective --recompute-method uniform", "are for --recompute-granularity full"},
+           {"--recompute-activations --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+            "--recompute-activations (selective) contradicts --recompute-granularity full"},
            {"--recompute-granularity full --recompute-num-layers 1", "needs --recompute-method uniform or block"},
            {"--recompute-method block", "need --recompute-granularity full"},
            {"--recompute-granularity full --recompute-method block --recompute-num-layers 1 --fsdp2-config-path " + yaml,

@@ -1,0 +1,22 @@
+#pragma once
+
+#include "parallel/module.h"
+
+namespace megacpp::models {
+
+// softmax(q k^T / sqrt(d) + causal mask) v over q, k, v [batch, heads, seq, head_dim], with
+// dropout on the probabilities while training: what Megatron calls a layer's core attention.
+// A module of its own, with no parameters, so that Megatron's selective recompute
+// (--recompute-granularity selective) recomputes exactly this part of each layer.
+class CoreAttention : public parallel::Module {
+ public:
+  explicit CoreAttention(double dropout = 0.0);
+
+ protected:
+  Tensors forward_tensors(const Tensors& qkv) override;  // {q, k, v} -> {[batch, heads, seq, head_dim]}
+
+ private:
+  double dropout_;
+};
+
+}  // namespace megacpp::models
