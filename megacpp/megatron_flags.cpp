@@ -27,6 +27,8 @@ const CompatibleFlag kCompatible[] = {
     {"spec", "mindspeed_llm.tasks.models.spec.qwen3_spec layer_spec",
      "the llama family computes Qwen3's layer (its QK norm with --qk-layernorm, as MindSpeed's scripts give it)", nullptr},
     {"expert-model-parallel-size", "1", "megacpp has no expert parallelism", nullptr},
+    {"moe-grouped-gemm", nullptr, "megacpp groups each expert's tokens and runs each expert once over them", nullptr},
+    {"moe-token-dispatcher-type", "allgather|alltoall", "without expert parallelism every rank holds every expert", nullptr},
     {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
     {"distributed-backend", "nccl|gloo", "megacpp uses NCCL on GPUs and Gloo on CPUs", nullptr},
     {"use-distributed-optimizer", nullptr, "FSDP2 shards the optimizer state; without --use-torch-fsdp2 it turns FSDP2 on",
@@ -77,8 +79,8 @@ struct RefusedFlag {
 
 const RefusedFlag kRefused[] = {
     {"fp8*", "megacpp has no fp8 (it needs Transformer Engine); use --bf16"},
-    {"num-experts", "megacpp has no mixture-of-experts models yet"},
-    {"moe-*", "megacpp has no mixture-of-experts models yet"},
+    {"moe-*", "megacpp's mixture of experts reads --num-experts, --moe-router-topk, --moe-ffn-hidden-size, "
+              "--moe-layer-freq, --moe-router-pre-softmax and --moe-aux-loss-coeff only"},
     {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
     {"wandb-*", "megacpp logs to TensorBoard only (--tensorboard-dir)"},
     {"virtual-pipeline-model-parallel-size", "megacpp has no pipeline parallelism"},

@@ -152,6 +152,12 @@ PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, Reduc
           }};
 }
 
+double average_over_ranks(const Group& group, double value, const c10::Device& device) {
+  at::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  all_reduce(group, t, ReduceOp::kAvg).wait();
+  return t.item<double>();
+}
+
 PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int root) {
   check_member(group, "broadcast");
   ++counts.broadcast;

@@ -41,6 +41,8 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
 
 // In place over the group.
 PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, ReduceOp op);
+// The mean over the group of one value per rank (every rank gets it); a double on `device`.
+double average_over_ranks(const Group& group, double value, const c10::Device& device);
 
 // In place: every member receives `root` member's tensor (root is a group rank).
 PendingCollective broadcast(const Group& group, const at::Tensor& tensor, int root);

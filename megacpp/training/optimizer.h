@@ -27,4 +27,9 @@ std::unordered_set<const c10::TensorImpl*> input_and_output_parameters(models::L
 // `lr` for every group, `decoupled_lr` for the input and output layers' groups.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr);
 
+// Gives every parameter without a gradient a zero one, as Megatron's zeroed gradient buffers do:
+// a parameter nothing reached (an expert no token chose) then steps (decays) like the others,
+// the same on every layout (FSDP2 reduces such gradients as zeros).
+void zero_missing_gradients(std::vector<at::Tensor>& params);
+
 }  // namespace megacpp::training

@@ -1,5 +1,6 @@
 #include "megacpp/training/train_main.h"
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -15,7 +16,10 @@ int train_main(int argc, const char* const* argv, const char* program) {
     const TrainingArguments args = parse_arguments(argc, argv, &help);
     if (help) return 0;
     keep_freed_host_memory();  // Note [Host memory]
-    return run_training(args);
+    // As Python (so torchrun's ranks) does: a write to a socket a failed peer closed is an error
+    // to report, not a silent death by SIGPIPE that would hide the peer's own message.
+    std::signal(SIGPIPE, SIG_IGN);
+    return run_training(args, program);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return 1;

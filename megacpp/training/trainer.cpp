@@ -25,6 +25,7 @@
 #include "megacpp/training/host_memory.h"
 #include "megacpp/training/iteration_log.h"
 #include "megacpp/training/iteration_profiler.h"
+#include "megacpp/training/language_model_loss.h"
 #include "megacpp/training/log_lines.h"
 #include "megacpp/training/loss_scaler.h"
 #include "megacpp/training/lr_schedule.h"
@@ -45,20 +46,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-// Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1].
-at::Tensor language_model_loss(models::LanguageModel& model, const at::Tensor& tokens, int64_t seq_length) {
-  at::Tensor input = tokens.narrow(1, 0, seq_length), labels = tokens.narrow(1, 1, seq_length);
-  at::Tensor logits = model(input);  // [micro, seq, vocab]
-  return torch::cross_entropy_loss(logits.to(torch::kFloat).view({-1, model.vocab_size()}), labels.reshape({-1}));
-}
-
-// Mean over ranks of a per-rank value (every rank gets the result).
-double average_over_ranks(const parallel::Group& group, double value, const c10::Device& device) {
-  at::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kDouble).device(device));
-  parallel::all_reduce(group, t, parallel::ReduceOp::kAvg).wait();
-  return t.item<double>();
-}
 
 class TrainingRun {
  public:
@@ -248,6 +235,7 @@ class TrainingRun {
       (loss * (scaler_.scale() / static_cast<double>(accumulation))).backward();
       loss_sum += loss.item<double>();
     }
+    zero_missing_gradients(params_);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
     if (scaler_.enabled()) {
       for (auto& p : params_) {
@@ -292,7 +280,7 @@ class TrainingRun {
   bool duration_exceeded() {
     if (args_.exit_duration_in_mins <= 0) return false;
     const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60.0;
-    return average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
+    return parallel::average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
   }
 
   // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
@@ -312,7 +300,7 @@ class TrainingRun {
       }
       model_->train();
     }
-    const double loss = average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
+    const double loss = parallel::average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
     if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
     if (split == data::kValid) {
       if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
@@ -393,6 +381,17 @@ class TrainingRun {
 
 }  // namespace
 
-int run_training(const TrainingArguments& args) { return TrainingRun(args).run(); }
+int run_training(const TrainingArguments& args, const char* program) {
+  TrainingRun run(args);
+  try {
+    return run.run();
+  } catch (const std::exception& e) {
+    // Said before `run` goes: tearing down its process group can end the other ranks, and the
+    // launcher then stops this one before a later message would reach the log.
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    std::fflush(stderr);
+    return 1;
+  }
+}
 
 }  // namespace megacpp::training

@@ -6,7 +6,8 @@
 namespace megacpp::training {
 
 // Sets up the distributed runtime from the environment, builds and shards the model, trains
-// for --train-iters iterations and logs Megatron-style lines. Returns the exit code.
-int run_training(const TrainingArguments& args);
+// for --train-iters iterations and logs Megatron-style lines. Returns the exit code; an error
+// is printed as "PROGRAM: error: ..." before the process group is torn down.
+int run_training(const TrainingArguments& args, const char* program = "megacpp-train");
 
 }  // namespace megacpp::training

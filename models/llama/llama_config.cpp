@@ -31,19 +31,67 @@ void LlamaConfig::validate() const {
   require(num_query_groups >= 0, "--num-query-groups must be >= 0 (0: one per attention head)");
   require(norm_epsilon > 0, "--norm-epsilon must be positive");
   require(rotary_base > 0, "--rotary-base must be positive");
+  require(num_experts >= 0, "--num-experts must be >= 0 (0: dense MLPs)");
+  if (num_experts == 0) return;
+  require(moe_router_topk >= 1 && moe_router_topk <= num_experts,
+          "--moe-router-topk (" + std::to_string(moe_router_topk) + ") must be in [1, --num-experts (" +
+              std::to_string(num_experts) + ")]");
+  require(moe_ffn_hidden_size >= 0, "--moe-ffn-hidden-size must be >= 0 (0: --ffn-hidden-size)");
+  require(moe_layer_pattern.empty() || static_cast<int64_t>(moe_layer_pattern.size()) == num_layers,
+          "--moe-layer-freq: the list has " + std::to_string(moe_layer_pattern.size()) + " entries for " +
+              std::to_string(num_layers) + " layers (--num-layers)");
+}
+
+std::vector<int> parse_moe_layer_freq(const std::string& text, int64_t num_layers) {
+  const std::string flag = "--moe-layer-freq '" + text + "': ";
+  std::vector<int> pattern;
+  if (!text.empty() && text.front() == '[' && text.back() == ']') {
+    std::stringstream items(text.substr(1, text.size() - 2));
+    for (std::string item; std::getline(items, item, ',');) {
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      require(item == "0" || item == "1", flag + "each entry must be 0 (dense) or 1 (MoE)");
+      pattern.push_back(item == "1");
+    }
+    require(static_cast<int64_t>(pattern.size()) == num_layers,
+            flag + "has " + std::to_string(pattern.size()) + " entries for " + std::to_string(num_layers) + " layers");
+    return pattern;
+  }
+  size_t used = 0;
+  int64_t every = 0;
+  try {
+    every = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used == text.size() && every >= 1, flag + "expected a positive integer or a list like [1,0,1,1]");
+  for (int64_t layer = 0; layer < num_layers; ++layer) pattern.push_back(layer % every == 0);
+  return pattern;
+}
+
+std::string moe_layer_freq_text(const std::vector<int>& pattern) {
+  std::string text = "[";
+  for (size_t i = 0; i < pattern.size(); ++i) text += (i ? "," : "") + std::to_string(pattern[i]);
+  return text + "]";
 }
 
 double LlamaConfig::flops_per_token(int64_t seq_length) const {
   const double h = static_cast<double>(hidden_size), d = static_cast<double>(head_dim());
   // q/k RMSNorm (--qk-layernorm) is elementwise: no matmul FLOPs.
   const double attention_proj = 2.0 * h * (num_attention_heads * d) * 2 + 2.0 * h * (kv_heads() * d) * 2;
-  const double mlp = 2.0 * 3 * h * ffn();
   const double scores = 2.0 * 2 * seq_length * num_attention_heads * d;  // QK^T and PV
   const double logits = 2.0 * h * vocab_size;
-  return 3.0 * (num_layers * (attention_proj + mlp + scores) + logits);
+  double layers = 0;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    // A MoE layer: the router, and top-k experts per token.
+    const double mlp = is_moe_layer(layer) ? 2.0 * h * num_experts + moe_router_topk * 2.0 * 3 * h * moe_ffn()
+                                           : 2.0 * 3 * h * ffn();
+    layers += attention_proj + mlp + scores;
+  }
+  return 3.0 * (layers + logits);
 }
 
-nlohmann::json LlamaConfig::to_args() const {
+nlohmann::json LlamaConfig::dense_args() const {
   return {{"num_layers", num_layers},
           {"hidden_size", hidden_size},
           {"ffn_hidden_size", ffn()},
@@ -59,6 +107,19 @@ nlohmann::json LlamaConfig::to_args() const {
           {"apply_layernorm_1p", apply_layernorm_1p}};
 }
 
+nlohmann::json LlamaConfig::to_args() const {
+  nlohmann::json args = dense_args();
+  if (num_experts == 0) return args;
+  args["num_experts"] = num_experts;
+  args["moe_router_topk"] = moe_router_topk;
+  args["moe_ffn_hidden_size"] = moe_ffn();
+  std::vector<int> pattern;
+  for (int64_t layer = 0; layer < num_layers; ++layer) pattern.push_back(is_moe_layer(layer));
+  args["moe_layer_freq"] = moe_layer_freq_text(pattern);
+  args["moe_router_pre_softmax"] = !moe_norm_topk_prob;
+  return args;
+}
+
 std::string LlamaConfig::to_flags() const {
   std::ostringstream flags;
   flags << "--num-layers " << num_layers << " --hidden-size " << hidden_size << " --ffn-hidden-size " << ffn()
@@ -67,6 +128,12 @@ std::string LlamaConfig::to_flags() const {
         << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "")
         << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights")
         << (apply_layernorm_1p ? " --apply-layernorm-1p" : "");
+  if (num_experts > 0) {
+    const nlohmann::json moe = to_args();
+    flags << " --num-experts " << num_experts << " --moe-router-topk " << moe_router_topk << " --moe-ffn-hidden-size "
+          << moe_ffn() << " --moe-layer-freq " << moe["moe_layer_freq"].get<std::string>()
+          << (moe_norm_topk_prob ? "" : " --moe-router-pre-softmax");
+  }
   return flags.str();
 }
 
@@ -76,7 +143,7 @@ bool operator==(const LlamaConfig& a, const LlamaConfig& b) {
          a.kv_heads() == b.kv_heads() && a.head_dim() == b.head_dim() && a.qk_layernorm == b.qk_layernorm &&
          a.max_position_embeddings == b.max_position_embeddings && a.rotary_base == b.rotary_base &&
          a.norm_epsilon == b.norm_epsilon && a.tie_embeddings == b.tie_embeddings &&
-         a.apply_layernorm_1p == b.apply_layernorm_1p;
+         a.apply_layernorm_1p == b.apply_layernorm_1p && a.to_args() == b.to_args();
 }
 
 }  // namespace megacpp::models

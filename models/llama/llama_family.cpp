@@ -12,6 +12,36 @@ namespace megacpp::models {
 
 MEGACPP_REGISTER_MODEL_FAMILY(LlamaFamily);
 
+namespace {
+
+// Megatron's MoE flags (only read with --num-experts > 0).
+void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
+  c.num_experts = flags.integer("num-experts");
+  if (c.num_experts == 0) return;
+  c.moe_router_topk = flags.integer("moe-router-topk");
+  c.moe_ffn_hidden_size = flags.integer("moe-ffn-hidden-size");
+  c.moe_layer_pattern = parse_moe_layer_freq(flags.text("moe-layer-freq"), flags.integer("num-layers"));
+  c.moe_norm_topk_prob = !flags.enabled("moe-router-pre-softmax");
+  if (flags.number("moe-aux-loss-coeff") != 0.0) {
+    throw std::invalid_argument("--moe-aux-loss-coeff " + flags.text("moe-aux-loss-coeff") +
+                                ": not supported yet (only 0): megacpp's MoE has no load-balancing loss yet");
+  }
+}
+
+// The MoE fields of a checkpoint's args (absent: a dense model).
+void read_moe_args(const ConfigKeys& keys, LlamaConfig& c) {
+  if (!keys.get("num_experts") || keys.get("num_experts")->get<int64_t>() == 0) return;
+  c.num_experts = keys.positive("num_experts");
+  c.moe_router_topk = keys.positive("moe_router_topk");
+  c.moe_ffn_hidden_size = keys.positive("moe_ffn_hidden_size");
+  const nlohmann::json* freq = keys.get("moe_layer_freq");
+  if (!freq || !freq->is_string()) keys.fail("moe_layer_freq", "expected a list like \"[1,0,1]\"");
+  c.moe_layer_pattern = parse_moe_layer_freq(freq->get<std::string>(), c.num_layers);
+  c.moe_norm_topk_prob = !keys.flag("moe_router_pre_softmax");
+}
+
+}  // namespace
+
 std::vector<ModelFlag> LlamaFamily::flags() const {
   return {
       {"num-layers", "transformer layers", "2"},
@@ -28,6 +58,13 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"apply-layernorm-1p", "zero-centered norm weights: each norm scales by 1 + weight (Megatron's)", "", true},
       {"attention-dropout", "dropout on the attention probabilities (llama: only 0)", "0"},
       {"hidden-dropout", "dropout on the residual branches (llama: only 0)", "0"},
+      {"num-experts", "experts of each mixture-of-experts MLP (0: dense MLPs; Qwen3-MoE)", "0"},
+      {"moe-router-topk", "experts each token is routed to", "2"},
+      {"moe-ffn-hidden-size", "each expert's MLP hidden size (default: --ffn-hidden-size)", "0"},
+      {"moe-layer-freq", "which layers are MoE: every N-th from the first, or a list [1,0,1,...]", "1"},
+      {"moe-router-pre-softmax", "top-k of the softmax over all experts, not renormalized (default: renormalized)", "",
+       true},
+      {"moe-aux-loss-coeff", "load-balancing loss coefficient (only 0 yet)", "0"},
   };
 }
 
@@ -48,6 +85,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_flags(const ModelFla
   c->rotary_base = flags.number("rotary-base");
   c->tie_embeddings = !flags.enabled("untie-embeddings-and-output-weights");
   c->apply_layernorm_1p = flags.enabled("apply-layernorm-1p");
+  read_moe_flags(flags, *c);
   for (const char* dropout : {"attention-dropout", "hidden-dropout"}) {
     if (flags.number(dropout) != 0.0) {
       throw std::invalid_argument("--" + std::string(dropout) + " " + flags.text(dropout) +
@@ -79,6 +117,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_args(const nlohmann:
   c->vocab_size = keys.positive("padded_vocab_size");
   c->tie_embeddings = !keys.flag("untie_embeddings_and_output_weights");
   c->apply_layernorm_1p = keys.flag("apply_layernorm_1p", false);
+  read_moe_args(keys, *c);
   c->validate();
   return c;
 }

@@ -20,8 +20,9 @@ class LlamaFamily : public ModelFamily {
   }
   std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const override;
 
-  // LlamaForCausalLM ("llama") and, with --qk-layernorm, Qwen3ForCausalLM ("qwen3").
-  std::vector<std::string> hf_model_types() const override { return {"llama", "qwen3"}; }
+  // LlamaForCausalLM ("llama"), with --qk-layernorm Qwen3ForCausalLM ("qwen3"), and with experts
+  // Qwen3MoeForCausalLM ("qwen3_moe").
+  std::vector<std::string> hf_model_types() const override { return {"llama", "qwen3", "qwen3_moe"}; }
   nlohmann::json to_hf_config(const ModelConfig& config, const std::string& torch_dtype) const override;
   std::shared_ptr<const ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& path) const override;
   HfTensorName to_hf_tensor(const ModelConfig& config, const std::string& fqn) const override;

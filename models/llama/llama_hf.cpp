@@ -2,6 +2,7 @@
 
 #include "models/config_keys.h"
 
+#include <algorithm>
 #include <regex>
 #include <stdexcept>
 
@@ -12,6 +13,45 @@ using nlohmann::json;
 
 const char* const kLlama = "LlamaForCausalLM";
 const char* const kQwen3 = "Qwen3ForCausalLM";
+const char* const kQwen3Moe = "Qwen3MoeForCausalLM";
+
+// transformers' Qwen3MoeConfig: a layer is sparse unless listed in mlp_only_layers, when
+// (layer + 1) % decoder_sparse_step == 0. megacpp writes step 1 and lists its dense layers.
+void add_moe_keys(const LlamaConfig& c, json& j) {
+  json dense = json::array();
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    if (!c.is_moe_layer(layer)) dense.push_back(layer);
+  }
+  j["num_experts"] = c.num_experts;
+  j["num_experts_per_tok"] = c.moe_router_topk;
+  j["moe_intermediate_size"] = c.moe_ffn();
+  j["norm_topk_prob"] = c.moe_norm_topk_prob;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = dense;
+  j["router_aux_loss_coef"] = 0.0;
+  j["output_router_logits"] = false;
+}
+
+void read_moe_keys(const ConfigKeys& keys, LlamaConfig& c) {
+  c.num_experts = keys.positive("num_experts", 128);
+  c.moe_router_topk = keys.positive("num_experts_per_tok", 8);
+  c.moe_ffn_hidden_size = keys.positive("moe_intermediate_size", 768);
+  c.moe_norm_topk_prob = keys.flag("norm_topk_prob", false);
+  const int64_t step = keys.positive("decoder_sparse_step", 1);
+  std::vector<int64_t> dense;
+  if (const json* only = keys.get("mlp_only_layers")) {
+    if (!only->is_array()) keys.fail("mlp_only_layers", "expected a list of layer indices, got " + only->dump());
+    for (const json& layer : *only) {
+      if (!layer.is_number_integer()) keys.fail("mlp_only_layers", "expected layer indices, got " + layer.dump());
+      dense.push_back(layer.get<int64_t>());
+    }
+  }
+  c.moe_layer_pattern.clear();
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const bool listed = std::find(dense.begin(), dense.end(), layer) != dense.end();
+    c.moe_layer_pattern.push_back(!listed && (layer + 1) % step == 0);
+  }
+}
 
 // transformers v5 writes rope_parameters {"rope_type": "default", "rope_theta": T} instead of
 // rope_theta; only default RoPE computes what RotaryEmbedding does.
@@ -52,7 +92,8 @@ const std::regex& weight_name_pattern() {
   static const std::regex pattern(
       "embed_tokens\\.weight|norm\\.weight|lm_head\\.weight|"
       "layers\\.(0|[1-9][0-9]*)\\.(input_layernorm|post_attention_layernorm|"
-      "self_attn\\.(q_proj|k_proj|v_proj|o_proj|q_norm|k_norm)|mlp\\.(gate_proj|up_proj|down_proj))\\.weight");
+      "self_attn\\.(q_proj|k_proj|v_proj|o_proj|q_norm|k_norm)|"
+      "mlp\\.(gate_proj|up_proj|down_proj|gate|experts\\.(0|[1-9][0-9]*)\\.(gate_proj|up_proj|down_proj)))\\.weight");
   return pattern;
 }
 
@@ -70,9 +111,14 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
   if (c.max_position_embeddings <= 0) {
     throw std::invalid_argument("max_position_embeddings must be set (> 0) to write a Hugging Face config");
   }
+  const bool moe = c.num_experts > 0;
+  if (moe && !c.qk_layernorm) {
+    throw std::invalid_argument("a mixture-of-experts model is exported as Qwen3MoeForCausalLM, which has --qk-layernorm; "
+                                "this one has not");
+  }
   json j = {
-      {"architectures", json::array({c.qk_layernorm ? kQwen3 : kLlama})},
-      {"model_type", c.qk_layernorm ? "qwen3" : "llama"},
+      {"architectures", json::array({moe ? kQwen3Moe : c.qk_layernorm ? kQwen3 : kLlama})},
+      {"model_type", moe ? "qwen3_moe" : c.qk_layernorm ? "qwen3" : "llama"},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.ffn()},
       {"num_hidden_layers", c.num_layers},
@@ -91,6 +137,7 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
       {"use_cache", true},
       {"torch_dtype", torch_dtype},
   };
+  if (moe) add_moe_keys(c, j);
   if (c.qk_layernorm) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
@@ -106,15 +153,21 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   if (!j.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
   const ConfigKeys keys(j, path);
   const json* type = keys.get("model_type");
-  if (!type || (*type != "llama" && *type != "qwen3")) {
-    keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads \"llama\" and \"qwen3\"");
+  if (!type || (*type != "llama" && *type != "qwen3" && *type != "qwen3_moe")) {
+    keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads \"llama\", \"qwen3\" and \"qwen3_moe\"");
   }
-  const bool qwen3 = *type == "qwen3";
+  const bool moe = *type == "qwen3_moe";
+  const bool qwen3 = *type == "qwen3" || moe;
+  const char* architecture = moe ? kQwen3Moe : qwen3 ? kQwen3 : kLlama;
   if (const json* archs = keys.get("architectures")) {
-    if (*archs != json::array({qwen3 ? kQwen3 : kLlama})) {
-      keys.fail("architectures", archs->dump() + ": expected [\"" + (qwen3 ? kQwen3 : kLlama) +
-                                     "\"] for model_type " + type->dump());
+    if (*archs != json::array({architecture})) {
+      keys.fail("architectures", archs->dump() + ": expected [\"" + architecture + "\"] for model_type " + type->dump());
     }
+  }
+  if (moe) {  // transformers' default coefficient is 0.001
+    const std::string why = "megacpp's MoE has no load-balancing loss yet (0 trains without one)";
+    if (!keys.get("router_aux_loss_coef")) keys.fail("router_aux_loss_coef", "missing (transformers' default 0.001): " + why);
+    keys.refuse_unless("router_aux_loss_coef", 0.0, why);
   }
   refuse_unsupported(keys);
 
@@ -125,13 +178,14 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   c.num_layers = keys.positive("num_hidden_layers");
   c.num_attention_heads = keys.positive("num_attention_heads");
   c.num_query_groups = keys.positive("num_key_value_heads", c.num_attention_heads);
-  // Absent head_dim: LlamaAttention uses hidden / heads, Qwen3Config's default is 128.
-  c.kv_channels = keys.positive("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads);
+  // Absent head_dim: LlamaAttention and Qwen3MoeAttention use hidden / heads, Qwen3Config's default is 128.
+  c.kv_channels = keys.positive("head_dim", qwen3 && !moe ? 128 : c.hidden_size / c.num_attention_heads);
   c.vocab_size = keys.positive("vocab_size");
   c.max_position_embeddings = keys.positive("max_position_embeddings", qwen3 ? 32768 : 2048);
   c.norm_epsilon = keys.number("rms_norm_eps", 1e-6);
   c.rotary_base = rope_theta(keys);
   c.tie_embeddings = keys.flag("tie_word_embeddings", false);
+  if (moe) read_moe_keys(keys, c);
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

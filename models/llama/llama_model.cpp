@@ -6,7 +6,7 @@
 
 namespace megacpp::models {
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options)
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options)
     : parallel::Module("LlamaDecoderLayer") {
   input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   AttentionShape shape{config.hidden_size, config.num_attention_heads, config.kv_heads(), config.head_dim(),
@@ -14,7 +14,13 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const at::Tensor
   self_attn_ = register_module("self_attn", std::make_shared<Attention>(shape, options));
   post_attention_layernorm_ = register_module("post_attention_layernorm",
                                               std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
-  mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));
+  if (config.is_moe_layer(layer)) {
+    const MoeShape moe{config.hidden_size, config.moe_ffn(), config.num_experts, config.moe_router_topk,
+                       config.moe_norm_topk_prob};
+    mlp_ = register_module("mlp", std::make_shared<SparseMoeBlock>(moe, options));
+  } else {
+    mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));
+  }
 }
 
 at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden) {
@@ -27,7 +33,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
   config_.validate();
   embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
   layers_ = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.num_layers; ++i) layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, options));
+  for (int64_t i = 0; i < config.num_layers; ++i) layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, i, options));
   norm_ = register_module("norm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   if (!config.tie_embeddings) {
     lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, options));

@@ -15,6 +15,7 @@
 #include "models/layers/attention.h"
 #include "models/layers/embedding.h"
 #include "models/layers/mlp.h"
+#include "models/layers/moe.h"
 #include "models/layers/rms_norm.h"
 #include "models/llama/llama_config.h"
 
@@ -22,7 +23,8 @@ namespace megacpp::models {
 
 class LlamaDecoderLayer : public parallel::Module {
  public:
-  LlamaDecoderLayer(const LlamaConfig& config, const at::TensorOptions& options);
+  // Layer `layer` of the model (its MLP is a mixture of experts where config.is_moe_layer says).
+  LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options);
 
  protected:
   at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
@@ -30,7 +32,7 @@ class LlamaDecoderLayer : public parallel::Module {
  private:
   std::shared_ptr<RMSNorm> input_layernorm_, post_attention_layernorm_;
   std::shared_ptr<Attention> self_attn_;
-  std::shared_ptr<SwiGLUMLP> mlp_;
+  std::shared_ptr<parallel::Module> mlp_;  // SwiGLUMLP or SparseMoeBlock
 };
 
 class LlamaModel : public LanguageModel {
@@ -43,10 +45,13 @@ class LlamaModel : public LanguageModel {
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
 
   // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen3DecoderLayer with
-  // qk_layernorm; the CausalLM's _no_split_modules); embed_tokens is the token embedding;
+  // qk_layernorm, Qwen3MoeDecoderLayer with experts; the CausalLM's _no_split_modules); embed_tokens is the token embedding;
   // lm_head (untied only) the output.
   std::vector<std::pair<std::string, std::string>> module_classes() const override {
-    return {{config_.qk_layernorm ? "Qwen3DecoderLayer" : "LlamaDecoderLayer", "layers.{*}"}};
+    const char* layer = config_.num_experts > 0 ? "Qwen3MoeDecoderLayer"
+                        : config_.qk_layernorm  ? "Qwen3DecoderLayer"
+                                                : "LlamaDecoderLayer";
+    return {{layer, "layers.{*}"}};
   }
   std::string input_embeddings_path() const override { return "embed_tokens"; }
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }

@@ -10,9 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "checkpoint/checkpoint_model.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "models/registry.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/hf_reference.h"
 #include "tests/support/train_run.h"
@@ -21,7 +18,9 @@ namespace megacpp {
 namespace {
 
 using testing::train;
+using testing::expect_trained;
 using testing::TrainRun;
+using testing::fsdp_flags;
 
 const std::string kGpt =
     "--mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 --seed 3 "
@@ -29,34 +28,22 @@ const std::string kGpt =
     "--micro-batch-size 2 --global-batch-size 8 --log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 6";
 const std::string kNoDropout = " --attention-dropout 0 --hidden-dropout 0";
 
-const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
-                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
-
-std::string fsdp(const std::string& dir, const std::string& name, const std::string& yaml) {
-  return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, name, yaml);
-}
-
-void expect_trained(const TrainRun& run, size_t iterations) {
-  ASSERT_EQ(run.result.status, 0) << run.result.output;
-  ASSERT_EQ(run.losses.size(), iterations) << run.result.output;
-}
-
 TEST(GptFamily, MegatronsDefaultArchitectureGivesTheSameLossesOnEveryLayout) {
   const std::string dir = testing::scratch_dir();
   const TrainRun one = train(1, kGpt + kNoDropout);
   expect_trained(one, 6);
   EXPECT_NE(one.result.output.find("megacpp-train | model gpt:"), std::string::npos) << one.result.output;
   EXPECT_LT(one.losses.back(), one.losses.front()) << "the model does not learn";
-  const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
-  const std::string by_class = fsdp(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [GPT2Block]\n");
-  const std::string hsdp = fsdp(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
+  const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const std::string by_class = fsdp_flags(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [GPT2Block]\n");
+  const std::string hsdp = fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
   testing::expect_same_losses(one, train(2, kGpt + kNoDropout + layers), "FSDP on 2 ranks", 1e-5);
   testing::expect_same_losses(one, train(4, kGpt + kNoDropout + by_class), "FSDP on 4 ranks", 1e-5);
   testing::expect_same_losses(one, train(4, kGpt + kNoDropout + hsdp), "HSDP 2x2", 1e-5);
   testing::expect_same_losses(one, train(2, kGpt + kNoDropout + layers + " --init-model-with-meta-device"),
                               "meta-device init", 1e-5);
   // The output layer reads the token embedding: it cannot be a group of its own.
-  const TrainRun tied = train(2, kGpt + fsdp(dir, "wte.yaml", "sub_modules_to_wrap: ['h.{*}', wte]\n"));
+  const TrainRun tied = train(2, kGpt + fsdp_flags(dir, "wte.yaml", "sub_modules_to_wrap: ['h.{*}', wte]\n"));
   EXPECT_NE(tied.result.output.find("'wte' cannot be its own group"), std::string::npos) << tied.result.output;
 }
 
@@ -77,7 +64,7 @@ TEST(GptFamily, DropoutActsInTrainingOnlyAndRecomputeReplaysIt) {
 
   // Recompute draws the same dropout masks again: the same gradients, so the same losses.
   const std::string dir = testing::scratch_dir();
-  const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
   const TrainRun plain = train(2, kGpt + layers);
   const TrainRun recomputed = train(2, kGpt + layers + " --recompute-granularity full --recompute-method uniform "
                                                        "--recompute-num-layers 1");
@@ -91,19 +78,6 @@ TEST(GptFamily, DropoutActsInTrainingOnlyAndRecomputeReplaysIt) {
   testing::expect_same_losses(plain, selective, "selective recompute with dropout", 1e-6);
 }
 
-// megacpp's logits for kTokens with the weights and model of checkpoint `root`, without dropout.
-at::Tensor megacpp_logits(const std::string& root) {
-  auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
-  auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
-  torch::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) {
-    item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
-  }
-  model->eval();
-  const at::Tensor ids = torch::stack({torch::tensor(kTokens[0]), torch::tensor(kTokens[1])});
-  return (*model)(ids).detach();
-}
-
 TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
   const std::string convert = MEGACPP_CONVERT_BINARY;
   struct Variant {
@@ -114,7 +88,7 @@ TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
        {Variant{"", "gelu", ""}, Variant{" --openai-gelu --apply-layernorm-1p", "gelu_new", " --openai-gelu"}}) {
     SCOPED_TRACE(variant.activation);
     const std::string dir = testing::scratch_dir();
-    const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+    const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
     // Weights large enough that GeLU's two forms differ in the logits by more than the bound.
     const std::string flags = kGpt + variant.flags + layers + " --init-method-std 0.3";
     const TrainRun trained = train(2, flags + " --save " + dir + "/ckpt --save-interval 6 --ckpt-format torch_dcp");
@@ -128,8 +102,8 @@ TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
     EXPECT_EQ(config["resid_pdrop"], 0.1);
     EXPECT_EQ(config["attn_pdrop"], 0.1);
 
-    const at::Tensor ours = megacpp_logits(dir + "/ckpt");
-    const at::Tensor reference = testing::hf_reference_logits(hf, kTokens, ours.size(-1), "gpt2_forward.py");
+    const at::Tensor ours = testing::checkpoint_logits(dir + "/ckpt", testing::reference_tokens());
+    const at::Tensor reference = testing::hf_reference_logits(hf, testing::reference_tokens(), ours.size(-1), "gpt2_forward.py");
     const double diff = (ours - reference).abs().max().item<double>();
     std::cout << variant.activation << ": max |megacpp - gpt2_forward.py| = " << diff << std::endl;
     EXPECT_LE(diff, 1e-4) << "max |megacpp - gpt2_forward.py| over the logits";

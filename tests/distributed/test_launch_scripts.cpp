@@ -18,6 +18,7 @@ namespace megacpp {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_trained;
 using testing::TrainRun;
 
 const std::string kFixtures = MEGACPP_SOURCE_DIR "/tests/fixtures/launch_scripts/";
@@ -69,12 +70,6 @@ std::string qwen3_fortunes(const std::string& dir) { return fortunes(dir, kQwen3
 TrainRun run_script(const std::string& dir, const std::string& script, const std::string& args = "") {
   return testing::parse_training_output(
       testing::run_command("cd " + dir + " && mkdir -p logs && PATH=" + kBuildDir + ":$PATH bash " + script + " " + args + " 2>&1"));
-}
-
-void expect_trained(const TrainRun& run, size_t iterations) {
-  ASSERT_EQ(run.result.status, 0) << run.result.output;
-  ASSERT_EQ(run.losses.size(), iterations) << run.result.output;
-  for (double loss : run.losses) EXPECT_TRUE(std::isfinite(loss) && loss > 0) << run.result.output;
 }
 
 // MindSpeed's own FSDP2 system test (a Llama-style GPT, bf16, its fsdp2_config.yaml).

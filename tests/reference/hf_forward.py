@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen3ForCausalLM in NumPy.
+"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM in NumPy.
 
 Reads a Hugging Face model folder (config.json, and model.safetensors or
 model.safetensors.index.json with its shards) and prints or saves the logits for token ids.
 It shares no code with megacpp: the files are parsed by safetensors_reader.py (next to this
-file) and the math is transformers' modeling_llama.py / modeling_qwen3.py, eager attention:
+file) and the math is transformers' modeling_llama.py / modeling_qwen3.py / modeling_qwen3_moe.py,
+eager attention:
 
   h = embed_tokens[ids]
   per layer:  x = RMSNorm(h);  q, k, v = x Wq^T, x Wk^T, x Wv^T split into heads of head_dim
@@ -13,6 +14,10 @@ file) and the math is transformers' modeling_llama.py / modeling_qwen3.py, eager
               k, v repeated for grouped-query attention (repeat_kv)
               h += softmax(q k^T / sqrt(head_dim) + causal mask) v  Wo^T
               h += down(silu(gate(RMSNorm(h))) * up(RMSNorm(h)))
+              (Qwen3-MoE sparse layers, Qwen3MoeSparseMoeBlock: p = softmax(x gate^T) per token, its
+               top num_experts_per_tok experts, weights renormalized to sum 1 when norm_topk_prob,
+               h += sum over those experts of weight * expert_e(x), each expert the MLP above; a
+               layer is sparse unless in mlp_only_layers, when (layer + 1) % decoder_sparse_step == 0)
   logits = RMSNorm(h) lm_head^T   (lm_head = embed_tokens when tied and there is no lm_head.weight)
 RMSNorm(x) = weight * x / sqrt(mean(x^2) + rms_norm_eps). Weights stored as BF16 / F16 / F32 are
 widened exactly; the arithmetic runs in --dtype (float64 by default, so the result is the exact
@@ -44,8 +49,8 @@ def read_config(directory):
     with open(path) as f:
         cfg = json.load(f)
     model_type = cfg.get("model_type")
-    if model_type not in ("llama", "qwen3"):
-        raise ModelError(f"{path}: model_type {model_type!r} is not llama or qwen3")
+    if model_type not in ("llama", "qwen3", "qwen3_moe"):
+        raise ModelError(f"{path}: model_type {model_type!r} is not llama, qwen3 or qwen3_moe")
 
     def refuse(key, allowed):
         if cfg.get(key) is not None and cfg[key] != allowed:
@@ -58,8 +63,15 @@ def read_config(directory):
         raise ModelError(f"{path}: key 'layer_types': only full_attention is implemented here")
     heads = cfg["num_attention_heads"]
     default_head_dim = 128 if model_type == "qwen3" else cfg["hidden_size"] // heads  # Qwen3Config's default
+    moe = model_type == "qwen3_moe"
+    step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+    sparse = [moe and cfg.get("num_experts", 128) > 0 and i not in dense and (i + 1) % step == 0
+              for i in range(cfg["num_hidden_layers"])]
     return {
-        "qk_norm": model_type == "qwen3",
+        "qk_norm": model_type in ("qwen3", "qwen3_moe"),
+        "sparse": sparse,
+        "top_k": cfg.get("num_experts_per_tok", 8),
+        "norm_topk_prob": cfg.get("norm_topk_prob", False),
         "layers": cfg["num_hidden_layers"],
         "heads": heads,
         "kv_heads": cfg.get("num_key_value_heads") or heads,
@@ -109,6 +121,27 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
+def mlp(w, p, x):
+    gate, up = x @ w(p + "gate_proj.weight").T, x @ w(p + "up_proj.weight").T
+    return (gate / (1.0 + np.exp(-gate)) * up) @ w(p + "down_proj.weight").T
+
+
+def sparse_mlp(cfg, w, p, x):
+    logits = x @ w(p + "gate.weight").T  # [b, s, experts]
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    chosen = np.argsort(-probs, axis=-1, kind="stable")[..., :cfg["top_k"]]
+    weights = np.take_along_axis(probs, chosen, axis=-1)
+    if cfg["norm_topk_prob"]:
+        weights = weights / weights.sum(-1, keepdims=True)
+    out = np.zeros_like(x)
+    for e in range(probs.shape[-1]):
+        weight_e = (weights * (chosen == e)).sum(-1, keepdims=True)  # 0 where e was not chosen
+        if weight_e.any():
+            out = out + weight_e * mlp(w, p + f"experts.{e}.", x)
+    return out
+
+
 def forward(cfg, weights, ids, dtype):
     def w(name):
         if name not in weights:
@@ -145,8 +178,7 @@ def forward(cfg, weights, ids, dtype):
         attn = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, heads * d)
         h = h + attn @ w(p + "self_attn.o_proj.weight").T
         x = rms_norm(h, w(p + "post_attention_layernorm.weight"), eps)
-        gate, up = x @ w(p + "mlp.gate_proj.weight").T, x @ w(p + "mlp.up_proj.weight").T
-        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ w(p + "mlp.down_proj.weight").T
+        h = h + (sparse_mlp(cfg, w, p + "mlp.", x) if cfg["sparse"][i] else mlp(w, p + "mlp.", x))
     h = rms_norm(h, w("model.norm.weight"), eps)
     tied = cfg["tied"] and "lm_head.weight" not in weights
     return h @ w("model.embed_tokens.weight" if tied else "lm_head.weight").T

@@ -6,6 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "checkpoint/checkpoint_model.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "models/registry.h"
 #include "tests/support/command.h"
 
 namespace megacpp::testing {
@@ -25,6 +28,25 @@ at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std:
   at::Tensor logits = torch::zeros({static_cast<int64_t>(tokens.size()), seq, vocab}, torch::kFloat);
   std::ifstream(out, std::ios::binary).read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
   return logits;
+}
+
+const std::vector<std::vector<int64_t>>& reference_tokens() {
+  static const std::vector<std::vector<int64_t>> tokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
+                                                           {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
+  return tokens;
+}
+
+at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens) {
+  auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
+  auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
+  }
+  model->eval();
+  std::vector<at::Tensor> rows;
+  for (const auto& row : tokens) rows.push_back(torch::tensor(row));
+  return (*model)(torch::stack(rows)).detach();
 }
 
 }  // namespace megacpp::testing

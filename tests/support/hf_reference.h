@@ -15,4 +15,11 @@ namespace megacpp::testing {
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
                                const std::string& script = "hf_forward.py");
 
+// Two sequences of 12 token ids below 50, for comparing logits.
+const std::vector<std::vector<int64_t>>& reference_tokens();
+
+// megacpp's logits for `tokens` with the model and weights of the checkpoint under `root` (its
+// latest iteration), built as its args describe it and run without dropout.
+at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens);
+
 }  // namespace megacpp::testing

@@ -78,4 +78,14 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+std::string fsdp_flags(const std::string& dir, const std::string& name, const std::string& yaml) {
+  return " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, name, yaml);
+}
+
+void expect_trained(const TrainRun& run, size_t iterations) {
+  ASSERT_EQ(run.result.status, 0) << run.result.output;
+  ASSERT_EQ(run.losses.size(), iterations) << run.result.output;
+  for (double loss : run.losses) EXPECT_TRUE(std::isfinite(loss) && loss > 0) << run.result.output;
+}
+
 }  // namespace megacpp::testing

@@ -29,6 +29,11 @@ TrainRun train_with(const std::string& program, int ranks, const std::string& fl
 // The losses and memory lines of the output of any command that trained (a launch script).
 TrainRun parse_training_output(CommandResult result);
 
+// " --use-torch-fsdp2 --fsdp2-config-path DIR/NAME" with `yaml` written there.
+std::string fsdp_flags(const std::string& dir, const std::string& name, const std::string& yaml);
+// The run exited 0 with `iterations` iteration lines, each loss finite and positive.
+void expect_trained(const TrainRun& run, size_t iterations);
+
 // Same iteration losses and validation losses, each within `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);
 

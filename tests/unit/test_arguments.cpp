@@ -173,7 +173,7 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   ASSERT_EQ(a.notes.size(), 1u);
   EXPECT_NE(a.notes[0].find("--use-distributed-optimizer: FSDP2 already shards the optimizer state"), std::string::npos);
   const std::string error = error_of({"--mock-data", "--fp8-format", "hybrid", "--tensor-model-parallel-size", "2", "--frobnicate",
-                                      "3", "--normalization", "LayerNorm", "--swiglu", "--moe-router-topk=2", "--lr", "1e-3"});
+                                      "3", "--normalization", "LayerNorm", "--swiglu", "--moe-z-loss-coeff=2", "--lr", "1e-3"});
   EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
   for (const std::string expected :
        {"--fp8-format: not supported: megacpp has no fp8", "--tensor-model-parallel-size 2: not supported (only 1): megacpp has no tensor parallelism",
@@ -182,7 +182,7 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
         "  --model-type gpt computes no --disable-bias-linear, --normalization LayerNorm, --position-embedding-type "
         "learned_absolute, no --swiglu\n"
         "  --model-type llama computes --disable-bias-linear, --normalization RMSNorm, --position-embedding-type rope, --swiglu",
-        "--moe-router-topk: not supported: megacpp has no mixture-of-experts models"}) {
+        "--moe-z-loss-coeff: not supported: megacpp's mixture of experts reads --num-experts"}) {
     EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
   }
   EXPECT_EQ(error.find("hybrid"), std::string::npos) << "a refused flag's value is not a stray argument: " << error;
@@ -193,8 +193,8 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
   EXPECT_NO_THROW(parse({"--mock-data", "--swiglu", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
                          "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
   // A refused flag's values are its own, however many (Megatron's nargs flags).
-  const std::string moe = error_of({"--mock-data", "--moe-layer-freq", "1", "0", "1", "--lr", "1e-3"});
-  EXPECT_NE(moe.find("--moe-layer-freq: not supported"), std::string::npos) << moe;
+  const std::string moe = error_of({"--mock-data", "--moe-z-loss-coeff", "1", "0", "1", "--lr", "1e-3"});
+  EXPECT_NE(moe.find("--moe-z-loss-coeff: not supported"), std::string::npos) << moe;
   EXPECT_EQ(moe.find("unexpected argument"), std::string::npos) << moe;
   // Megatron's three-word --rampup-batch-size.
   EXPECT_EQ(parse({"--mock-data", "--global-batch-size", "64", "--rampup-batch-size", "16", "16", "5859375", "--lr", "1e-3"})
