@@ -214,14 +214,17 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   }
   std::vector<std::string> problems = unrecognised_arguments(words, line.result.unmatched());
   for (auto& problem : megatron_flag_problems(line.result, model_flag_names())) problems.push_back(std::move(problem));
+  line.help = line.result["help"].as<bool>();
+  if (line.help && problems.empty()) {  // --help: the flags, whatever the model flags say
+    std::cout << options.help() << std::endl;
+    return line;
+  }
   try {
     line.family = choose_model_family(line.result);  // an unknown --model-type fails here, listing the known ones
   } catch (const std::invalid_argument& e) {
     problems.emplace_back(e.what());
   }
   if (!problems.empty()) refuse(problems);
-  line.help = line.result["help"].as<bool>();
-  if (line.help) std::cout << options.help() << std::endl;
   return line;
 }
 

@@ -54,9 +54,21 @@ Architecture given_architecture(const cxxopts::ParseResult& r) {
 std::vector<std::string> disagreements(const Architecture& given, const Architecture& family) {
   std::vector<std::string> out;
   for (const auto& [key, value] : given) {
-    if (family.at(key) != value) out.push_back(as_flags(key, value));
+    auto it = family.find(key);
+    if (it == family.end() || it->second != value) out.push_back(as_flags(key, value));
   }
   return out;
+}
+
+// A family that says which architecture it is must say all of it.
+void require_complete(const models::ModelFamily& family) {
+  const Architecture& architecture = family.megatron_architecture();
+  for (const auto& [key, unused] : megatron_defaults()) {
+    if (!architecture.empty() && !architecture.count(key)) {
+      throw std::invalid_argument("model family '" + family.name() + "' declares its Megatron architecture without '" + key +
+                                  "' (ModelFamily::megatron_architecture must give all four keys)");
+    }
+  }
 }
 
 std::string join(const std::vector<std::string>& words) {
@@ -79,6 +91,7 @@ std::string join(const std::vector<std::string>& words) {
 std::vector<std::string> departures(const Architecture& given, const models::ModelFamily& family) {
   std::vector<std::string> notes;
   for (const auto& [key, megatron] : megatron_defaults()) {
+    require_complete(family);
     const std::string& computed = family.megatron_architecture().at(key);
     if (!given.count(key) && computed != megatron) {
       notes.push_back("--model-type " + family.name() + " (chosen by " + describe(given) + ") computes " +
@@ -130,6 +143,7 @@ ModelFamilyChoice choose_model_family(const cxxopts::ParseResult& r) {
                              "); --model-type names another";
   std::vector<const models::ModelFamily*> agreeing;
   for (const auto* family : models::registered_families()) {
+    require_complete(*family);
     const auto& architecture = family->megatron_architecture();
     if (architecture.empty() || !disagreements(given, architecture).empty()) continue;
     Architecture full = megatron_defaults();

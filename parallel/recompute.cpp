@@ -60,6 +60,12 @@ struct RngStates {
   }
 };
 
+// Puts the generators back as they were before the recomputation, also when it throws.
+struct RestoreOnExit {
+  RngStates& states;
+  ~RestoreOnExit() { states.restore(); }
+};
+
 class RecomputeBackward : public torch::autograd::Node {
  public:
   RecomputeBackward(Module::Forward forward, Tensors inputs, std::vector<size_t> output_slots, RngStates rng)
@@ -82,9 +88,9 @@ class RecomputeBackward : public torch::autograd::Node {
     {
       RngStates now = RngStates::capture(rng_.generators);
       rng_.restore();
+      RestoreOnExit put_back{now};
       torch::AutoGradMode enable(true);
       outputs = forward_(inputs);
-      now.restore();
     }
     Tensors roots, root_grads;
     for (size_t k = 0; k < output_slots_.size(); ++k) {

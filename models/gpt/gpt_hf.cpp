@@ -26,9 +26,8 @@ const std::regex& parameter_name() {
 std::smatch parse(const std::string& fqn, const std::string& shown) {
   std::smatch m;
   if (!std::regex_match(fqn, m, parameter_name())) {
-    throw std::invalid_argument("'" + shown + "' is not a weight of a GPT-2 model (expected " + kPrefix +
-                                "{wte,wpe}.weight, " + kPrefix + "ln_f.{weight,bias} or " + kPrefix +
-                                "h.N.<module>.{weight,bias})");
+    throw std::invalid_argument("'" + shown + "' is not a weight of a GPT-2 model (expected [" + kPrefix +
+                                "]{wte,wpe}.weight, ln_f.{weight,bias} or h.N.<module>.{weight,bias})");
   }
   return m;
 }
@@ -112,10 +111,12 @@ HfTensorName GptFamily::to_hf_tensor(const ModelConfig& config, const std::strin
 
 std::optional<std::string> GptFamily::from_hf_tensor(const ModelConfig&, const std::string& hf_name) const {
   // The tied output layer, and the causal-mask buffers older saves keep, hold no weight.
-  static const std::regex mask_buffer(R"(transformer\.h\.[0-9]+\.attn\.(bias|masked_bias))");
+  static const std::regex mask_buffer(R"((transformer\.)?h\.[0-9]+\.attn\.(bias|masked_bias))");
   if (hf_name == "lm_head.weight" || std::regex_match(hf_name, mask_buffer)) return std::nullopt;
+  // GPT2LMHeadModel.save_pretrained writes "transformer.wte.weight"; the original gpt2 files
+  // (a GPT2Model's state) have no prefix.
   const size_t prefix = std::string(kPrefix).size();
-  const std::string fqn = hf_name.rfind(kPrefix, 0) == 0 ? hf_name.substr(prefix) : "";
+  const std::string fqn = hf_name.rfind(kPrefix, 0) == 0 ? hf_name.substr(prefix) : hf_name;
   parse(fqn, hf_name);
   return fqn;
 }

@@ -30,14 +30,17 @@ void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
 
 // The MoE fields of a checkpoint's args (absent: a dense model).
 void read_moe_args(const ConfigKeys& keys, LlamaConfig& c) {
-  if (!keys.get("num_experts") || keys.get("num_experts")->get<int64_t>() == 0) return;
+  const nlohmann::json* experts = keys.get("num_experts");
+  if (!experts || *experts == 0) return;  // a dense model (Megatron writes null)
   c.num_experts = keys.positive("num_experts");
   c.moe_router_topk = keys.positive("moe_router_topk");
   c.moe_ffn_hidden_size = keys.positive("moe_ffn_hidden_size");
+  // megacpp writes the list "[1,0,1]"; Megatron's args may hold the integer.
   const nlohmann::json* freq = keys.get("moe_layer_freq");
-  if (!freq || !freq->is_string()) keys.fail("moe_layer_freq", "expected a list like \"[1,0,1]\"");
-  c.moe_layer_pattern = parse_moe_layer_freq(freq->get<std::string>(), c.num_layers);
-  c.moe_norm_topk_prob = !keys.flag("moe_router_pre_softmax");
+  if (!freq || !(freq->is_string() || freq->is_number_integer())) keys.fail("moe_layer_freq", "expected N or \"[1,0,1,...]\"");
+  c.moe_layer_pattern = parse_moe_layer_freq(freq->is_string() ? freq->get<std::string>() : std::to_string(freq->get<int64_t>()),
+                                             c.num_layers);
+  c.moe_norm_topk_prob = !keys.flag("moe_router_pre_softmax", false);
 }
 
 }  // namespace

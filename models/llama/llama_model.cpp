@@ -51,6 +51,14 @@ at::Tensor LlamaModel::forward(const at::Tensor& ids) {
 }
 
 void LlamaModel::_fully_shard(const ShardingPlan& plan) {
+  for (auto& path : plan.wrap_paths) {
+    // An expert runs only where some token chose it, so its group's gather and reduce-scatter
+    // would not line up across ranks: the collectives would hang.
+    if (path.find(".mlp.experts.") != std::string::npos) {
+      throw std::invalid_argument("sub_modules_to_wrap: '" + path + "' is an expert; experts cannot be wrapped one by one "
+                                  "yet (that needs apply_expert_patch, not implemented): wrap the layers (or layers.{*}.mlp)");
+    }
+  }
   if (config_.tie_embeddings) {
     for (auto& path : plan.wrap_paths) {
       if (path == "embed_tokens") {

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "models/gpt/gpt_config.h"
+#include "models/registry.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/hf_reference.h"
 #include "tests/support/train_run.h"
@@ -115,6 +117,24 @@ TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
     expect_trained(resumed, 6);
     EXPECT_LT(resumed.losses.front(), trained.losses.front()) << "the imported weights are the trained ones";
   }
+}
+
+// GPT2LMHeadModel.save_pretrained writes "transformer.h.0..."; the original gpt2 files (a
+// GPT2Model's state) have no prefix. Both import; the mask buffers and the tied lm_head are skipped.
+TEST(GptFamily, ReadsGpt2NamesWithAndWithoutTheTransformerPrefix) {
+  const auto& family = models::model_family("gpt");
+  const models::GptConfig config;
+  EXPECT_EQ(family.from_hf_tensor(config, "transformer.h.0.attn.c_attn.weight"), "h.0.attn.c_attn.weight");
+  EXPECT_EQ(family.from_hf_tensor(config, "h.0.attn.c_attn.weight"), "h.0.attn.c_attn.weight");
+  EXPECT_EQ(family.from_hf_tensor(config, "wte.weight"), "wte.weight");
+  EXPECT_EQ(family.from_hf_tensor(config, "h.3.attn.bias"), std::nullopt);
+  EXPECT_EQ(family.from_hf_tensor(config, "transformer.h.3.attn.masked_bias"), std::nullopt);
+  EXPECT_EQ(family.from_hf_tensor(config, "lm_head.weight"), std::nullopt);
+  EXPECT_THROW(family.from_hf_tensor(config, "transformer.h.0.attn.q_proj.weight"), std::invalid_argument);
+  const models::HfTensorName c_fc = family.to_hf_tensor(config, "h.1.mlp.c_fc.weight");
+  EXPECT_EQ(c_fc.name, "transformer.h.1.mlp.c_fc.weight");
+  EXPECT_TRUE(c_fc.transposed) << "GPT-2's Conv1D stores [in, out]";
+  EXPECT_FALSE(family.to_hf_tensor(config, "h.1.mlp.c_fc.bias").transposed);
 }
 
 }  // namespace

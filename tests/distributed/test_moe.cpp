@@ -44,12 +44,16 @@ TEST(MixtureOfExperts, SameLossesOnEveryLayout) {
 }
 
 TEST(MixtureOfExperts, RefusesWhatItCannotComputeByName) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {" --moe-aux-loss-coeff 0.01", "--moe-aux-loss-coeff 0.01: not supported yet (only 0)"},
       {" --moe-router-topk 9", "--moe-router-topk (9) must be in [1, --num-experts (8)]"},
       {" --moe-layer-freq '[1,0]'", "--moe-layer-freq '[1,0]': has 2 entries for 3 layers"},
       {" --moe-z-loss-coeff 0.1", "--moe-z-loss-coeff: not supported: megacpp's mixture of experts reads"},
   };
+  // An expert runs only where a token chose it: wrapped alone, its collectives would not line up.
+  const std::string dir = testing::scratch_dir();
+  cases.push_back({fsdp_flags(dir, "experts.yaml", "sub_modules_to_wrap: ['layers.0.mlp.experts.{*}']\n"),
+                   "sub_modules_to_wrap: 'layers.0.mlp.experts.0' is an expert; experts cannot be wrapped one by one yet"});
   for (const auto& [flags, message] : cases) {
     const TrainRun refused = train(1, kMoe + flags);
     EXPECT_NE(refused.result.status, 0) << flags;
