@@ -87,11 +87,11 @@ std::string join(const std::vector<std::string>& words) {
   throw std::invalid_argument(message);
 }
 
-// The left-out flags whose Megatron default the family computes differently.
+// The left-out flags whose Megatron default the family (complete: require_complete) computes
+// differently.
 std::vector<std::string> departures(const Architecture& given, const models::ModelFamily& family) {
   std::vector<std::string> notes;
   for (const auto& [key, megatron] : megatron_defaults()) {
-    require_complete(family);
     const std::string& computed = family.megatron_architecture().at(key);
     if (!given.count(key) && computed != megatron) {
       notes.push_back("--model-type " + family.name() + " (chosen by " + describe(given) + ") computes " +
@@ -106,13 +106,13 @@ std::vector<std::string> departures(const Architecture& given, const models::Mod
 
 void add_megatron_architecture_flags(cxxopts::Options& options) {
   options.add_options("Megatron's architecture flags (they choose the model family; Note [Megatron architecture])")
-      ("position-embedding-type", "learned_absolute (Megatron's default: --model-type gpt) or rope (--model-type llama)",
+      ("position-embedding-type", "learned_absolute (Megatron's default) or rope",
        cxxopts::value<std::string>())
       ("use-rotary-position-embeddings", "--position-embedding-type rope")
       ("no-position-embedding", "no learned position table (with rope)")
-      ("normalization", "LayerNorm (Megatron's default: gpt) or RMSNorm (llama)", cxxopts::value<std::string>())
-      ("swiglu", "SwiGLU MLP (llama); without it GeLU (gpt)")
-      ("disable-bias-linear", "no biases in the linear layers (llama); without it biases (gpt)");
+      ("normalization", "LayerNorm (Megatron's default) or RMSNorm", cxxopts::value<std::string>())
+      ("swiglu", "SwiGLU MLP; without it GeLU (Megatron's default)")
+      ("disable-bias-linear", "no biases in the linear layers; without it biases (Megatron's default)");
 }
 
 bool is_megatron_architecture_flag(const std::string& flag) {

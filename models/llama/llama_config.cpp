@@ -107,15 +107,19 @@ nlohmann::json LlamaConfig::dense_args() const {
           {"apply_layernorm_1p", apply_layernorm_1p}};
 }
 
+std::string LlamaConfig::moe_layer_freq() const {
+  std::vector<int> pattern;
+  for (int64_t layer = 0; layer < num_layers; ++layer) pattern.push_back(is_moe_layer(layer));
+  return moe_layer_freq_text(pattern);
+}
+
 nlohmann::json LlamaConfig::to_args() const {
   nlohmann::json args = dense_args();
   if (num_experts == 0) return args;
   args["num_experts"] = num_experts;
   args["moe_router_topk"] = moe_router_topk;
   args["moe_ffn_hidden_size"] = moe_ffn();
-  std::vector<int> pattern;
-  for (int64_t layer = 0; layer < num_layers; ++layer) pattern.push_back(is_moe_layer(layer));
-  args["moe_layer_freq"] = moe_layer_freq_text(pattern);
+  args["moe_layer_freq"] = moe_layer_freq();
   args["moe_router_pre_softmax"] = !moe_norm_topk_prob;
   return args;
 }
@@ -129,21 +133,15 @@ std::string LlamaConfig::to_flags() const {
         << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights")
         << (apply_layernorm_1p ? " --apply-layernorm-1p" : "");
   if (num_experts > 0) {
-    const nlohmann::json moe = to_args();
     flags << " --num-experts " << num_experts << " --moe-router-topk " << moe_router_topk << " --moe-ffn-hidden-size "
-          << moe_ffn() << " --moe-layer-freq " << moe["moe_layer_freq"].get<std::string>()
+          << moe_ffn() << " --moe-layer-freq " << moe_layer_freq()
           << (moe_norm_topk_prob ? "" : " --moe-router-pre-softmax");
   }
   return flags.str();
 }
 
 bool operator==(const LlamaConfig& a, const LlamaConfig& b) {
-  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size && a.ffn() == b.ffn() &&
-         a.num_layers == b.num_layers && a.num_attention_heads == b.num_attention_heads &&
-         a.kv_heads() == b.kv_heads() && a.head_dim() == b.head_dim() && a.qk_layernorm == b.qk_layernorm &&
-         a.max_position_embeddings == b.max_position_embeddings && a.rotary_base == b.rotary_base &&
-         a.norm_epsilon == b.norm_epsilon && a.tie_embeddings == b.tie_embeddings &&
-         a.apply_layernorm_1p == b.apply_layernorm_1p && a.to_args() == b.to_args();
+  return a.to_args() == b.to_args();  // every field, the 0 defaults resolved
 }
 
 }  // namespace megacpp::models

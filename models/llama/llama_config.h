@@ -34,6 +34,8 @@ struct LlamaConfig : ModelConfig {
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   int64_t moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn(); }
+  // Every layer's kind as --moe-layer-freq's list, "[1,0,1]".
+  std::string moe_layer_freq() const;
   // Whether layer `layer`'s MLP is a mixture of experts.
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && (moe_layer_pattern.empty() || moe_layer_pattern.at(static_cast<size_t>(layer)) != 0);
