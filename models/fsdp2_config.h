@@ -38,6 +38,12 @@ struct FSDP2Config {
   bool wrap_default_module_classes = false;         // every class module_classes() lists
   bool wrap_embeddings = false;                     // the token embedding as its own group
   bool wrap_lm_output = false;                      // the output layer as its own group
+  // ROLL's wrap_policy.moe_experts: expert classes (e.g. "Qwen3MoeMLP") whose every module is
+  // its own group, with FSDP2Mixin::expert_module_classes().
+  std::vector<std::string> expert_classes_to_wrap;
+  // ROLL's apply_expert_patch: every expert runs on every rank each micro-batch (one no token
+  // chose runs on an empty input), so experts may be wrapped one by one.
+  bool apply_expert_patch = false;
 
   // ROLL's async_save_ckpt: checkpoints are written in the background, as --async-save.
   bool async_save_ckpt = false;
@@ -54,7 +60,8 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
          a.num_to_backward_prefetch == b.num_to_backward_prefetch &&
          a.module_classes_to_wrap == b.module_classes_to_wrap &&
          a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&
-         a.wrap_lm_output == b.wrap_lm_output && a.async_save_ckpt == b.async_save_ckpt;
+         a.wrap_lm_output == b.wrap_lm_output && a.expert_classes_to_wrap == b.expert_classes_to_wrap &&
+         a.apply_expert_patch == b.apply_expert_patch && a.async_save_ckpt == b.async_save_ckpt;
 }
 inline bool operator!=(const FSDP2Config& a, const FSDP2Config& b) { return !(a == b); }
 

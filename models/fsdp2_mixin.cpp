@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "models/layers/core_attention.h"
+#include "models/layers/moe.h"
 #include "models/module_path.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/recompute.h"
@@ -66,6 +67,7 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
   out.wrap_default_module_classes = false;
   out.wrap_embeddings = false;
   out.wrap_lm_output = false;
+  out.expert_classes_to_wrap.clear();
   auto add = [&out](const std::string& pattern) {
     auto& wrap = out.sub_modules_to_wrap;
     if (std::find(wrap.begin(), wrap.end(), pattern) == wrap.end()) wrap.push_back(pattern);
@@ -120,6 +122,23 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
                                   "' is not a module class of this model (known: " + known_text + ")");
     }
   }
+  for (auto& name : config.expert_classes_to_wrap) {
+    bool found = false;
+    std::vector<std::string> expert_known;
+    for (auto& [class_name, pattern] : expert_module_classes()) {
+      expert_known.push_back(class_name);
+      if (class_name == name) {
+        add(pattern);
+        found = true;
+      }
+    }
+    if (!found) {
+      throw std::invalid_argument("wrap_policy.moe_experts: '" + name + "' is not an expert class of this model (known: " +
+                                  (expert_known.empty() ? std::string("none: it has no mixture-of-experts layers")
+                                                        : fmt::format("{}", fmt::join(expert_known, ", "))) +
+                                  ")");
+    }
+  }
   if (config.wrap_lm_output) {
     const std::string path = output_layer_path();
     if (path.empty()) {
@@ -130,6 +149,7 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
     }
     add(path);
   }
+  for (auto& name : config.expert_classes_to_wrap) names.push_back(name);
   if (!names.empty() || config.wrap_embeddings || config.wrap_lm_output) {
     spdlog::info("fsdp2: wrap by class [{}]{}{} -> sub_modules_to_wrap [{}]", fmt::join(names, ", "),
                  config.wrap_embeddings ? " + embeddings" : "", config.wrap_lm_output ? " + lm output" : "",
@@ -183,6 +203,7 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
     for (auto& path : core) plan.recompute_paths.push_back(path);
     plan.recompute_paths = ordered(order, plan.recompute_paths);
   }
+  apply_expert_patch(config, plan.wrap_paths);
   for (auto& path : match_module_paths(root, config.ignored_modules, "ignored_modules")) {
     auto& module = *root.named_modules("", true)[path];
     for (auto& p : module.parameters(/*recurse=*/true)) {
@@ -201,6 +222,31 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   spdlog::info("fsdp2: mesh {} | wrap {} module(s) | recompute {} | ignored params {}", mesh.describe(),
                plan.wrap_paths.size(), plan.recompute_paths.size(), plan.options.ignored_params.size());
   return plan;
+}
+
+void FSDP2Mixin::apply_expert_patch(const FSDP2Config& config, const std::vector<std::string>& wrap_paths) {
+  std::vector<std::pair<std::string, SparseMoeBlock*>> blocks;
+  for (auto& [path, module] : parallel::named_hookable_modules(self_module())) {
+    if (auto* block = dynamic_cast<SparseMoeBlock*>(module)) blocks.emplace_back(path, block);
+  }
+  if (config.apply_expert_patch) {
+    if (blocks.empty()) throw std::invalid_argument("apply_expert_patch: this model has no mixture-of-experts layers");
+    for (auto& entry : blocks) entry.second->set_run_every_expert(true);
+    spdlog::info("fsdp2: apply_expert_patch: every expert of {} MoE layer(s) runs each micro-batch", blocks.size());
+    return;
+  }
+  // An expert runs only where some token chose it: wrapped alone, its gathers and reduce-scatters
+  // would not line up across ranks, and the ranks would wait for each other forever.
+  for (auto& path : wrap_paths) {
+    for (auto& entry : blocks) {
+      const std::string experts = entry.first + ".experts.";
+      if (path.compare(0, experts.size(), experts) != 0) continue;
+      throw std::invalid_argument(
+          "'" + path + "' is an expert wrapped as its own group (sub_modules_to_wrap or wrap_policy.moe_experts): set "
+          "apply_expert_patch: true in the fsdp2 config, so that every rank runs every expert each micro-batch (a rank "
+          "that routed no token to it would skip its collectives), or wrap whole layers");
+    }
+  }
 }
 
 void FSDP2Mixin::_fully_shard(const ShardingPlan& plan) {

@@ -49,6 +49,11 @@ class FSDP2Mixin {
   // listed class is wrapped when wrap_default_module_classes is set (Hugging Face's
   // _no_split_modules). Default: none.
   virtual std::vector<std::pair<std::string, std::string>> module_classes() const { return {}; }
+  // How this model's mixture-of-experts experts are named by class, for ROLL's
+  // wrap_policy.moe_experts: pairs (class name, pattern of every expert), e.g. {"Qwen3MoeMLP",
+  // "layers.{*}.mlp.experts.{*}"}. Kept apart from module_classes(): experts are wrapped only
+  // when asked. Default: none.
+  virtual std::vector<std::pair<std::string, std::string>> expert_module_classes() const { return {}; }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight
@@ -65,6 +70,9 @@ class FSDP2Mixin {
 
  private:
   ShardingPlan pre_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device);
+  // Experts wrapped one by one need apply_expert_patch (refused without it, naming the expert);
+  // with it, every mixture-of-experts block runs all its experts.
+  void apply_expert_patch(const FSDP2Config& config, const std::vector<std::string>& wrap_paths);
   void set_prefetch(const FSDP2Config& config);
 
   ShardingPlan plan_;

@@ -1,11 +1,19 @@
 // What the trainer needs of a model: token ids in, logits out, shardable and initializable.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "models/fsdp2_mixin.h"
 #include "models/weight_init_mixin.h"
 #include "parallel/module.h"
 
 namespace megacpp::models {
+
+struct AuxiliaryLoss {
+  std::string name;  // as logged, e.g. "load_balancing_loss"
+  double value = 0;  // not multiplied by its coefficient
+};
 
 class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightInitMixin {
  public:
@@ -13,6 +21,13 @@ class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightI
   // forward: ids [batch, seq] int64 -> logits [batch, seq, vocab]
   virtual int64_t vocab_size() const = 0;
   virtual double flops_per_token(int64_t seq_length) const = 0;
+
+  // The losses beside the language-model loss that the last forward computed (a mixture of
+  // experts' load balancing), for the log. The model puts their gradients into backward itself
+  // (Note [Load-balancing loss]); the trainer says by how much it multiplies its own loss before
+  // backward (loss scale / micro-batches), so that they are scaled alike.
+  virtual std::vector<AuxiliaryLoss> auxiliary_losses() const { return {}; }
+  virtual void set_auxiliary_loss_scale(double /*backward_scale*/) {}
 };
 
 }  // namespace megacpp::models

@@ -25,24 +25,35 @@ bool is_index(const std::string& s) {
 }  // namespace
 
 ModulePathPattern::ModulePathPattern(const std::string& pattern) : text_(pattern) {
-  const size_t open = pattern.find('{');
+  size_t start = 0;
+  while (true) {
+    const size_t dot = pattern.find('.', start);
+    segments_.push_back(parse_segment(pattern.substr(start, dot == std::string::npos ? std::string::npos : dot - start), pattern));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+}
+
+ModulePathPattern::Segment ModulePathPattern::parse_segment(const std::string& text, const std::string& pattern) {
+  Segment segment;
+  const size_t open = text.find('{');
   if (open == std::string::npos) {
-    if (pattern.find('}') != std::string::npos) throw std::invalid_argument("module pattern '" + pattern + "': unmatched '}'");
-    prefix_ = pattern;
-    return;
+    if (text.find('}') != std::string::npos) throw std::invalid_argument("module pattern '" + pattern + "': unmatched '}'");
+    segment.prefix = text;
+    return segment;
   }
-  const size_t close = pattern.find('}', open);
-  if (close == std::string::npos || pattern.find('{', open + 1) != std::string::npos ||
-      pattern.find('}', close + 1) != std::string::npos) {
-    throw std::invalid_argument("module pattern '" + pattern + "': use exactly one {...} group");
+  const size_t close = text.find('}', open);
+  if (close == std::string::npos || text.find('{', open + 1) != std::string::npos ||
+      text.find('}', close + 1) != std::string::npos) {
+    throw std::invalid_argument("module pattern '" + pattern + "': use at most one {...} group per dotted segment");
   }
-  has_group_ = true;
-  prefix_ = pattern.substr(0, open);
-  suffix_ = pattern.substr(close + 1);
-  const std::string body = pattern.substr(open + 1, close - open - 1);
+  segment.has_group = true;
+  segment.prefix = text.substr(0, open);
+  segment.suffix = text.substr(close + 1);
+  const std::string body = text.substr(open + 1, close - open - 1);
   if (body == "*") {
-    any_ = true;
-    return;
+    segment.any = true;
+    return segment;
   }
   size_t start = 0;
   while (start <= body.size()) {
@@ -52,29 +63,39 @@ ModulePathPattern::ModulePathPattern(const std::string& pattern) : text_(pattern
     long lo = parse_index(dash == std::string::npos ? item : item.substr(0, dash), pattern);
     long hi = dash == std::string::npos ? lo : parse_index(item.substr(dash + 1), pattern);
     if (hi < lo) throw std::invalid_argument("module pattern '" + pattern + "': empty range '" + item + "'");
-    ranges_.emplace_back(lo, hi);
+    segment.ranges.emplace_back(lo, hi);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  return segment;
 }
 
-bool ModulePathPattern::segment_matches(const std::string& segment) const {
-  if (segment.empty() || segment.find('.') != std::string::npos) return false;
-  if (any_) return true;
-  if (!is_index(segment)) return false;
-  const long index = std::stol(segment);
-  for (auto& [lo, hi] : ranges_) {
+bool ModulePathPattern::Segment::matches(const std::string& segment) const {
+  if (!has_group) return segment == prefix;
+  if (segment.size() <= prefix.size() + suffix.size()) return false;  // the group matches something
+  if (segment.compare(0, prefix.size(), prefix) != 0) return false;
+  if (segment.compare(segment.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  if (any) return true;
+  const std::string inner = segment.substr(prefix.size(), segment.size() - prefix.size() - suffix.size());
+  if (!is_index(inner)) return false;
+  const long index = std::stol(inner);
+  for (auto& [lo, hi] : ranges) {
     if (index >= lo && index <= hi) return true;
   }
   return false;
 }
 
 bool ModulePathPattern::matches(const std::string& path) const {
-  if (!has_group_) return path == prefix_;
-  if (path.size() < prefix_.size() + suffix_.size()) return false;
-  if (path.compare(0, prefix_.size(), prefix_) != 0) return false;
-  if (path.compare(path.size() - suffix_.size(), suffix_.size(), suffix_) != 0) return false;
-  return segment_matches(path.substr(prefix_.size(), path.size() - prefix_.size() - suffix_.size()));
+  size_t start = 0;
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    if (start > path.size()) return false;
+    const size_t dot = path.find('.', start);
+    const bool last = i + 1 == segments_.size();
+    if (last != (dot == std::string::npos)) return false;  // as many segments as the pattern
+    if (!segments_[i].matches(path.substr(start, last ? std::string::npos : dot - start))) return false;
+    start = last ? path.size() : dot + 1;
+  }
+  return true;
 }
 
 namespace {

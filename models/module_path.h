@@ -1,5 +1,6 @@
-// Module path patterns of fsdp2_config.yaml: dotted module names with at most one brace
-// group, e.g. "layers.{*}" (any single segment), "layers.{0-3,6}" (indices), "norm".
+// Module path patterns of fsdp2_config.yaml: dotted module names whose segments may each be a
+// brace group, e.g. "layers.{*}" (any single segment), "layers.{0-3,6}" (indices), "norm",
+// "layers.{*}.mlp.experts.{*}" (MindSpeed's pattern for every expert of every layer).
 #pragma once
 
 #include <string>
@@ -17,12 +18,18 @@ class ModulePathPattern {
   const std::string& text() const { return text_; }
 
  private:
-  bool segment_matches(const std::string& segment) const;
+  // One dotted segment: literal text, or text around one brace group.
+  struct Segment {
+    std::string prefix, suffix;
+    bool has_group = false;
+    bool any = false;                            // {*}
+    std::vector<std::pair<long, long>> ranges;   // {0-3,6} -> (0,3), (6,6)
+    bool matches(const std::string& segment) const;
+  };
+  static Segment parse_segment(const std::string& text, const std::string& pattern);
 
-  std::string text_, prefix_, suffix_;
-  bool has_group_ = false;
-  bool any_ = false;                                 // {*}
-  std::vector<std::pair<long, long>> ranges_;        // {0-3,6} -> (0,3), (6,6)
+  std::string text_;
+  std::vector<Segment> segments_;
 };
 
 // Paths of modules in `root` (pre-order, "" is the root) matched by any of `patterns`. A

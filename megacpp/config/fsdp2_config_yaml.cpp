@@ -154,8 +154,7 @@ void read_wrap_policy(const YAML::Node& node, const std::string& source, const s
     } else if (name == "wrap_lm_output") {
       c.wrap_lm_output = flag(v, source, key, false);
     } else if (name == "moe_experts") {
-      auto experts = string_list(v, source, key, "class name");
-      if (!experts.empty()) not_supported(source, key_node, key, "experts cannot be wrapped one by one yet (that needs apply_expert_patch, not implemented)", "[] or null");
+      c.expert_classes_to_wrap = string_list(v, source, key, "class name");
     } else {
       fail(source, key_node, key, "unknown key (known: " + std::string(kWrapPolicyKeys) + ")");
     }
@@ -273,13 +272,18 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       } else if (name == "reshard_local_experts") {
         flag(v, source, key, true);  // only matters with experts
       } else if (name == "moe_modules") {
-        if (!string_list(v, source, key).empty()) not_supported(source, key_node, key, "experts cannot be wrapped one by one yet", "[] or null");
+        if (!string_list(v, source, key).empty()) {
+          not_supported(source, key_node, key,
+                        "no expert parallelism; wrap each expert with sub_modules_to_wrap: ['layers.{*}.mlp.experts.{*}'] "
+                        "and apply_expert_patch: true",
+                        "[] or null");
+        }
       } else if (name == "wrap_policy") {  // ROLL's strategy_config keys from here on
         read_wrap_policy(v, source, key, c, classes_given);
       } else if (name == "offload_policy") {
         if (flag(v, source, key, false)) not_supported(source, key_node, key, "no CPU offload of parameters", "false");
       } else if (name == "apply_expert_patch") {
-        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no MoE expert patch yet (experts are not wrapped one by one)", "false");
+        c.apply_expert_patch = flag(v, source, key, false);
       } else if (name == "apply_tiled_mlp") {
         if (flag(v, source, key, false)) not_supported(source, key_node, key, "no TiledMLP", "false");
       } else if (name == "tiled_num_shards") {

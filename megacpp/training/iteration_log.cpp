@@ -32,6 +32,7 @@ void IterationLog::iteration(const IterationResult& r, const std::vector<at::Ten
   if (tensorboard_ && it % args_.tensorboard_log_interval == 0) {
     const IterationStats stats = throughput(r.ms, static_cast<double>(r.global_batch));
     tensorboard_->add_scalar("lm loss", r.loss, it);
+    for (const auto& a : r.auxiliary_losses) tensorboard_->add_scalar(a.name, a.value, it);
     tensorboard_->add_scalar("learning-rate", r.learning_rate, it);
     if (!r.skipped) tensorboard_->add_scalar("grad-norm", r.grad_norm, it);
     if (r.loss_scale >= 0) tensorboard_->add_scalar("loss-scale", r.loss_scale, it);
@@ -42,7 +43,13 @@ void IterationLog::iteration(const IterationResult& r, const std::vector<at::Ten
     tensorboard_->add_scalar("memory/state-mb", memory.sharded_params_mb + memory.sharded_grads_mb + memory.optimizer_state_mb, it);
   }
   // As Megatron: the line's loss averages the iterations that took their step.
-  if (!r.skipped) interval_loss_ += r.loss;
+  if (interval_auxiliary_.empty()) {
+    for (const auto& a : r.auxiliary_losses) interval_auxiliary_.emplace_back(a.name, 0.0);
+  }
+  if (!r.skipped) {
+    interval_loss_ += r.loss;
+    for (size_t i = 0; i < r.auxiliary_losses.size(); ++i) interval_auxiliary_[i].second += r.auxiliary_losses[i].value;
+  }
   interval_ms_ += r.ms;
   interval_samples_ += static_cast<double>(r.global_batch);
   ++interval_iters_;
@@ -57,12 +64,17 @@ void IterationLog::iteration(const IterationResult& r, const std::vector<at::Ten
     stats.learning_rate = r.learning_rate;
     const int64_t stepped = interval_iters_ - interval_skipped_;
     stats.loss = stepped > 0 ? interval_loss_ / stepped : r.loss;
+    for (size_t i = 0; i < interval_auxiliary_.size(); ++i) {
+      stats.auxiliary_losses.emplace_back(interval_auxiliary_[i].first,
+                                          stepped > 0 ? interval_auxiliary_[i].second / stepped : r.auxiliary_losses[i].value);
+    }
     stats.grad_norm = r.grad_norm;
     stats.loss_scale = r.loss_scale;
     stats.skipped_iterations = r.loss_scale >= 0 ? interval_skipped_ : -1;
     spdlog::info(iteration_line(stats));
     if (tensorboard_) flush_tensorboard();
     interval_loss_ = interval_ms_ = interval_samples_ = 0;
+    interval_auxiliary_.clear();
     interval_iters_ = interval_skipped_ = 0;
   }
   // After the first iteration (as Megatron) and again after the last, whose peak is the run's.

@@ -13,6 +13,7 @@
 #include "megacpp/arguments.h"
 #include "megacpp/metrics/tensorboard_writer.h"
 #include "megacpp/training/log_lines.h"
+#include "models/language_model.h"
 
 namespace megacpp::training {
 
@@ -29,6 +30,7 @@ struct IterationResult {
   double loss_scale = -1;  // after it, with a loss scaler (--fp16); < 0: none
   bool skipped = false;    // its gradients overflowed: no step (--fp16)
   int64_t global_batch = 0;  // its samples (--rampup-batch-size varies them)
+  std::vector<models::AuxiliaryLoss> auxiliary_losses;  // the model's (load_balancing_loss), beside lm loss
 };
 
 class IterationLog {
@@ -48,6 +50,7 @@ class IterationLog {
   RunShape shape_;
   std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
   double interval_loss_ = 0, interval_ms_ = 0, interval_samples_ = 0;  // since the last line
+  std::vector<std::pair<std::string, double>> interval_auxiliary_;       // sums, as interval_loss_
   int64_t interval_iters_ = 0, interval_skipped_ = 0;
 };
 

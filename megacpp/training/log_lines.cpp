@@ -11,14 +11,20 @@ std::string iteration_line(const IterationStats& s) {
   char line[800];
   const std::string stamp = s.timestamp.empty() ? "" : " [" + s.timestamp + "]";
   std::snprintf(line, sizeof(line),
-                        "%s iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                        "learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.3f | "
-                        "tokens per second: %.1f | tokens per second per rank: %.1f | TFLOP/s per rank: %.4f |",
-                        stamp.c_str(), static_cast<long long>(s.iteration), static_cast<long long>(s.train_iters),
-                        static_cast<long long>(s.consumed_samples), s.ms_per_iteration, s.learning_rate,
-                        static_cast<long long>(s.global_batch), s.loss, s.grad_norm, s.tokens_per_second,
-                        s.tokens_per_second_per_rank, s.tflops_per_rank);
+                "%s iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
+                "learning rate: %.6E | global batch size: %5lld | lm loss: %.6E |",
+                stamp.c_str(), static_cast<long long>(s.iteration), static_cast<long long>(s.train_iters),
+                static_cast<long long>(s.consumed_samples), s.ms_per_iteration, s.learning_rate,
+                static_cast<long long>(s.global_batch), s.loss);
   std::string text = line;
+  for (const auto& [name, value] : s.auxiliary_losses) {  // Megatron's MoE losses follow lm loss
+    std::snprintf(line, sizeof(line), " %s: %.6E |", name.c_str(), value);
+    text += line;
+  }
+  std::snprintf(line, sizeof(line),
+                " grad norm: %.3f | tokens per second: %.1f | tokens per second per rank: %.1f | TFLOP/s per rank: %.4f |",
+                s.grad_norm, s.tokens_per_second, s.tokens_per_second_per_rank, s.tflops_per_rank);
+  text += line;
   char extra[160];
   if (s.mfu >= 0) {
     std::snprintf(extra, sizeof(extra), " MFU: %.2f%% |", 100.0 * s.mfu);

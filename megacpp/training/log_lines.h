@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace megacpp::training {
 
@@ -13,6 +15,7 @@ struct IterationStats {
   std::string timestamp;  // "YYYY-MM-DD HH:MM:SS" (local time), as Megatron prefixes the line; "" for none
   int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
   double ms_per_iteration = 0, learning_rate = 0, loss = 0, grad_norm = 0;
+  std::vector<std::pair<std::string, double>> auxiliary_losses;  // after lm loss, e.g. load_balancing_loss
   double tokens_per_second = 0;           // all ranks together
   double tokens_per_second_per_rank = 0;
   double tflops_per_rank = 0;

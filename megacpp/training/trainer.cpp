@@ -25,6 +25,7 @@
 #include "megacpp/training/host_memory.h"
 #include "megacpp/training/iteration_log.h"
 #include "megacpp/training/iteration_profiler.h"
+#include "megacpp/training/forward_backward.h"
 #include "megacpp/training/language_model_loss.h"
 #include "megacpp/training/log_lines.h"
 #include "megacpp/training/loss_scaler.h"
@@ -46,6 +47,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
+
+struct IterationOutcome {
+  bool skipped = false;  // the gradients overflowed (--fp16): no step
+  double loss = 0, grad_norm = 0;
+  std::vector<models::AuxiliaryLoss> auxiliary;  // averaged over micro-batches and ranks
+};
 
 class TrainingRun {
  public:
@@ -76,15 +83,14 @@ class TrainingRun {
       const int64_t batch = batches_->batch_at(progress_.consumed_train);
       const int64_t stepped = progress_.consumed_train + batch - progress_.skipped_samples;
       const double lr = schedule_->at_samples(stepped);
-      const int64_t skipped_before = skipped_;
-      const auto [loss, grad_norm] = train_step(lr, schedule_->decoupled_at_samples(stepped));
+      const IterationOutcome step = train_step(lr, schedule_->decoupled_at_samples(stepped));
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       profiler_->after(it);
       const bool by_interval = args_.exit_interval > 0 && it % args_.exit_interval == 0;
       const bool by_duration = !by_interval && duration_exceeded();
       exited_early = by_interval || by_duration;
-      log_->iteration({it, progress_.consumed_train, lr, loss, grad_norm, ms, exited_early,
-                       scaler_.enabled() ? scaler_.scale() : -1, skipped_ > skipped_before, batch},
+      log_->iteration({it, progress_.consumed_train, lr, step.loss, step.grad_norm, ms, exited_early,
+                       scaler_.enabled() ? scaler_.scale() : -1, step.skipped, batch, step.auxiliary},
                       params_, *optimizer_);
       if (data_.splits[data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
         run_validation(data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
@@ -217,24 +223,20 @@ class TrainingRun {
   }
 
   // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
-  // the optimizer step. Returns the loss averaged over micro-batches and ranks, and the
+  // the optimizer step. Returns the losses averaged over micro-batches and ranks, and the
   // gradient norm.
-  std::pair<double, double> train_step(double lr, double decoupled_lr) {
+  IterationOutcome train_step(double lr, double decoupled_lr) {
     set_learning_rate(*optimizer_, lr, decoupled_lr);
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
-    double loss_sum = 0;
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<at::Tensor> batches = prefetcher_->take(progress_.consumed_train);
-    const auto accumulation = static_cast<int64_t>(batches.size());  // this iteration's (--rampup-batch-size)
-    for (int64_t m = 0; m < accumulation; ++m) {
-      heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, accumulation));
-      at::Tensor tokens = batches[m].to(device_);
-      if (args_.use_torch_fsdp2) parallel::fsdp::set_requires_gradient_sync(*model_, m == accumulation - 1);
-      at::Tensor loss = language_model_loss(*model_, tokens, args_.seq_length);
-      (loss * (scaler_.scale() / static_cast<double>(accumulation))).backward();
-      loss_sum += loss.item<double>();
-    }
+    const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2},
+                                       [&](int64_t m) {
+                                         heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
+                                       });
+    std::vector<models::AuxiliaryLoss> auxiliary = pass.auxiliary;
+    for (auto& a : auxiliary) a.value = parallel::average_over_ranks(runtime_->world(), a.value, device_);
     zero_missing_gradients(params_);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
     if (scaler_.enabled()) {
@@ -244,10 +246,10 @@ class TrainingRun {
     }
     const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_);
     const StepHealth health =
-        gather_step_health(runtime_->world(), loss_sum / accumulation, grad_norm.local_finite, device_);
+        gather_step_health(runtime_->world(), pass.mean_loss, grad_norm.local_finite, device_);
     if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
-    if (overflow) return skip_step(it, health.mean_loss, grad_norm.total);
+    if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
     parallel::fsdp::clip_gradients(params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
@@ -256,15 +258,14 @@ class TrainingRun {
     progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
     progress_.iteration += 1;
     if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
-    return {health.mean_loss, grad_norm.total};
+    return {false, health.mean_loss, grad_norm.total, auxiliary};
   }
 
   // An iteration whose scaled gradients overflowed (--fp16): no step, a lower scale, and the
   // schedule does not count it (as Megatron's optimizer reports update_successful = false).
-  std::pair<double, double> skip_step(int64_t it, double loss, double grad_norm) {
+  bool skip_step(int64_t it) {
     const double scale = scaler_.scale();
     scaler_.update(true);
-    ++skipped_;
     const int64_t batch = batches_->batch_at(progress_.consumed_train);
     progress_.consumed_train += batch;
     progress_.skipped_samples += batch;
@@ -272,7 +273,7 @@ class TrainingRun {
     progress_.loss_scaler = scaler_.state();
     spdlog::info("iteration {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}", it, scale,
                  scaler_.scale());
-    return {loss, grad_norm};
+    return true;
   }
 
   // Megatron's --exit-duration-in-mins, counted from the process's start. Collective: one rank
@@ -370,7 +371,6 @@ class TrainingRun {
   std::unique_ptr<IterationLog> log_;
   std::unique_ptr<IterationProfiler> profiler_;
   LossScaler scaler_{args_};  // --fp16 / --loss-scale; disabled otherwise (scale 1)
-  int64_t skipped_ = 0;       // iterations skipped for overflow since the start (Megatron's count)
   double flops_per_token_ = 0;
   TrainingProgress progress_;  // iterations done and samples consumed
   int64_t last_saved_ = 0;

@@ -6,8 +6,9 @@
 
 namespace megacpp::models {
 
-SparseMoeBlock::SparseMoeBlock(const MoeShape& shape, const at::TensorOptions& options)
-    : parallel::Module("SparseMoeBlock"), shape_(shape) {
+SparseMoeBlock::SparseMoeBlock(const MoeShape& shape, const at::TensorOptions& options,
+                               std::shared_ptr<LoadBalancingLoss> balance, int64_t layer)
+    : parallel::Module("SparseMoeBlock"), shape_(shape), balance_(std::move(balance)), layer_(layer) {
   TORCH_CHECK(shape.num_experts > 0 && shape.top_k > 0 && shape.top_k <= shape.num_experts,
               "a mixture of experts needs 0 < top-k <= experts, got ", shape.top_k, " of ", shape.num_experts);
   gate_ = register_module("gate", std::make_shared<Linear>(shape.hidden_size, shape.num_experts, false, options));
@@ -36,11 +37,12 @@ at::Tensor SparseMoeBlock::forward(const at::Tensor& hidden) {
   int64_t start = 0;
   for (int64_t e = 0; e < shape_.num_experts; ++e) {
     const int64_t n = counts[e].item<int64_t>();
-    if (n == 0) continue;
+    if (n == 0 && !run_every_expert_) continue;
     at::Tensor y = (*experts_[e]->as<SwiGLUMLP>())(inputs.narrow(0, start, n)) * slot_weight.narrow(0, start, n);
     out.index_add_(0, token.narrow(0, start, n), y);
     start += n;
   }
+  if (balance_) out = balance_->attach(layer_, probs, chosen, out);
   return out.view(hidden.sizes());
 }
 

@@ -36,6 +36,7 @@ void LlamaConfig::validate() const {
   require(moe_router_topk >= 1 && moe_router_topk <= num_experts,
           "--moe-router-topk (" + std::to_string(moe_router_topk) + ") must be in [1, --num-experts (" +
               std::to_string(num_experts) + ")]");
+  require(moe_aux_loss_coeff >= 0.0, "--moe-aux-loss-coeff must be >= 0");
   require(moe_ffn_hidden_size >= 0, "--moe-ffn-hidden-size must be >= 0 (0: --ffn-hidden-size)");
   require(moe_layer_pattern.empty() || static_cast<int64_t>(moe_layer_pattern.size()) == num_layers,
           "--moe-layer-freq: the list has " + std::to_string(moe_layer_pattern.size()) + " entries for " +
@@ -121,6 +122,7 @@ nlohmann::json LlamaConfig::to_args() const {
   args["moe_ffn_hidden_size"] = moe_ffn();
   args["moe_layer_freq"] = moe_layer_freq();
   args["moe_router_pre_softmax"] = !moe_norm_topk_prob;
+  args["moe_aux_loss_coeff"] = moe_aux_loss_coeff;
   return args;
 }
 
@@ -136,6 +138,7 @@ std::string LlamaConfig::to_flags() const {
     flags << " --num-experts " << num_experts << " --moe-router-topk " << moe_router_topk << " --moe-ffn-hidden-size "
           << moe_ffn() << " --moe-layer-freq " << moe_layer_freq()
           << (moe_norm_topk_prob ? "" : " --moe-router-pre-softmax");
+    if (moe_aux_loss_coeff != 0.0) flags << " --moe-aux-loss-coeff " << moe_aux_loss_coeff;
   }
   return flags.str();
 }

@@ -29,6 +29,7 @@ struct LlamaConfig : ModelConfig {
   int64_t moe_ffn_hidden_size = 0;        // --moe-ffn-hidden-size: each expert's (0: --ffn-hidden-size)
   std::vector<int> moe_layer_pattern;     // --moe-layer-freq: 1 = MoE layer, 0 = dense; empty: all MoE
   bool moe_norm_topk_prob = true;         // false with --moe-router-pre-softmax
+  double moe_aux_loss_coeff = 0.0;        // --moe-aux-loss-coeff: load-balancing loss coefficient
 
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
@@ -40,6 +41,12 @@ struct LlamaConfig : ModelConfig {
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && (moe_layer_pattern.empty() || moe_layer_pattern.at(static_cast<size_t>(layer)) != 0);
   }
+  // How many MoE layers come before layer `layer` (with num_layers: how many there are).
+  int64_t moe_layer_index(int64_t layer) const {
+    int64_t index = 0;
+    for (int64_t l = 0; l < layer; ++l) index += is_moe_layer(l) ? 1 : 0;
+    return index;
+  }
   // Throws std::invalid_argument naming the Megatron flag that is inconsistent.
   void validate() const;
   // Training FLOPs per token (forward + backward = 3x forward matmuls, plus attention).
@@ -50,13 +57,16 @@ struct LlamaConfig : ModelConfig {
   // kv_channels, qk_layernorm, max_position_embeddings, rotary_base, norm_epsilon,
   // padded_vocab_size, untie_embeddings_and_output_weights, apply_layernorm_1p, and with experts
   // num_experts, moe_router_topk, moe_ffn_hidden_size, moe_layer_freq ("[1,0,...]"),
-  // moe_router_pre_softmax.
+  // moe_router_pre_softmax, moe_aux_loss_coeff.
   nlohmann::json to_args() const override;
   nlohmann::json dense_args() const;  // to_args without the MoE fields
   std::string to_flags() const override;
   // RoPE has no position table: --max-position-embeddings (by default the sequence length)
-  // changes no weight, so a checkpoint may be resumed with another one.
-  bool checkpoint_must_match(const std::string& field) const override { return field != "max_position_embeddings"; }
+  // changes no weight, so a checkpoint may be resumed with another one; nor does the
+  // load-balancing loss coefficient, a training choice.
+  bool checkpoint_must_match(const std::string& field) const override {
+    return field != "max_position_embeddings" && field != "moe_aux_loss_coeff";
+  }
 };
 
 // Megatron's --moe-layer-freq: N (every N-th layer from the first, as Megatron counts) or a

@@ -22,10 +22,7 @@ void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
   c.moe_ffn_hidden_size = flags.integer("moe-ffn-hidden-size");
   c.moe_layer_pattern = parse_moe_layer_freq(flags.text("moe-layer-freq"), flags.integer("num-layers"));
   c.moe_norm_topk_prob = !flags.enabled("moe-router-pre-softmax");
-  if (flags.number("moe-aux-loss-coeff") != 0.0) {
-    throw std::invalid_argument("--moe-aux-loss-coeff " + flags.text("moe-aux-loss-coeff") +
-                                ": not supported yet (only 0): megacpp's MoE has no load-balancing loss yet");
-  }
+  c.moe_aux_loss_coeff = flags.number("moe-aux-loss-coeff");
 }
 
 // The MoE fields of a checkpoint's args (absent: a dense model).
@@ -41,6 +38,7 @@ void read_moe_args(const ConfigKeys& keys, LlamaConfig& c) {
   c.moe_layer_pattern = parse_moe_layer_freq(freq->is_string() ? freq->get<std::string>() : std::to_string(freq->get<int64_t>()),
                                              c.num_layers);
   c.moe_norm_topk_prob = !keys.flag("moe_router_pre_softmax", false);
+  c.moe_aux_loss_coeff = keys.number("moe_aux_loss_coeff", 0.0);
 }
 
 }  // namespace
@@ -67,7 +65,7 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"moe-layer-freq", "which layers are MoE: every N-th from the first, or a list [1,0,1,...]", "1"},
       {"moe-router-pre-softmax", "top-k of the softmax over all experts, not renormalized (default: renormalized)", "",
        true},
-      {"moe-aux-loss-coeff", "load-balancing loss coefficient (only 0 yet)", "0"},
+      {"moe-aux-loss-coeff", "load-balancing loss coefficient (transformers' Qwen3-MoE loss; 0: logged only)", "0"},
   };
 }
 

@@ -28,8 +28,9 @@ void add_moe_keys(const LlamaConfig& c, json& j) {
   j["norm_topk_prob"] = c.moe_norm_topk_prob;
   j["decoder_sparse_step"] = 1;
   j["mlp_only_layers"] = dense;
-  j["router_aux_loss_coef"] = 0.0;
-  j["output_router_logits"] = false;
+  // transformers adds the load-balancing loss to the loss only with output_router_logits.
+  j["router_aux_loss_coef"] = c.moe_aux_loss_coeff;
+  j["output_router_logits"] = c.moe_aux_loss_coeff > 0.0;
 }
 
 void read_moe_keys(const ConfigKeys& keys, LlamaConfig& c) {
@@ -37,6 +38,8 @@ void read_moe_keys(const ConfigKeys& keys, LlamaConfig& c) {
   c.moe_router_topk = keys.positive("num_experts_per_tok", 8);
   c.moe_ffn_hidden_size = keys.positive("moe_intermediate_size", 768);
   c.moe_norm_topk_prob = keys.flag("norm_topk_prob", false);
+  // transformers trains with the load-balancing loss only when output_router_logits is set.
+  c.moe_aux_loss_coeff = keys.flag("output_router_logits", false) ? keys.number("router_aux_loss_coef", 0.001) : 0.0;
   const int64_t step = keys.positive("decoder_sparse_step", 1);
   std::vector<int64_t> dense;
   if (const json* only = keys.get("mlp_only_layers")) {
@@ -163,11 +166,6 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
     if (*archs != json::array({architecture})) {
       keys.fail("architectures", archs->dump() + ": expected [\"" + architecture + "\"] for model_type " + type->dump());
     }
-  }
-  if (moe) {  // transformers' default coefficient is 0.001
-    const std::string why = "megacpp's MoE has no load-balancing loss yet (0 trains without one)";
-    if (!keys.get("router_aux_loss_coef")) keys.fail("router_aux_loss_coef", "missing (transformers' default 0.001): " + why);
-    keys.refuse_unless("router_aux_loss_coef", 0.0, why);
   }
   refuse_unsupported(keys);
 

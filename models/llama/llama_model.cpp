@@ -6,7 +6,8 @@
 
 namespace megacpp::models {
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options)
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options,
+                                     const std::shared_ptr<LoadBalancingLoss>& balance)
     : parallel::Module("LlamaDecoderLayer") {
   input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   AttentionShape shape{config.hidden_size, config.num_attention_heads, config.kv_heads(), config.head_dim(),
@@ -17,7 +18,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, c
   if (config.is_moe_layer(layer)) {
     const MoeShape moe{config.hidden_size, config.moe_ffn(), config.num_experts, config.moe_router_topk,
                        config.moe_norm_topk_prob};
-    mlp_ = register_module("mlp", std::make_shared<SparseMoeBlock>(moe, options));
+    mlp_ = register_module("mlp", std::make_shared<SparseMoeBlock>(moe, options, balance, config.moe_layer_index(layer)));
   } else {
     mlp_ = register_module("mlp", std::make_shared<SwiGLUMLP>(config.hidden_size, config.ffn(), options));
   }
@@ -32,8 +33,14 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
     : LanguageModel("LlamaModel"), config_(config) {
   config_.validate();
   embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
+  if (config.num_experts > 0) {
+    balance_ = std::make_shared<LoadBalancingLoss>(config.num_experts, config.moe_layer_index(config.num_layers),
+                                                   config.moe_aux_loss_coeff);
+  }
   layers_ = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.num_layers; ++i) layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, i, options));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, i, options, balance_));
+  }
   norm_ = register_module("norm", std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));
   if (!config.tie_embeddings) {
     lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, options));
@@ -50,15 +57,16 @@ at::Tensor LlamaModel::forward(const at::Tensor& ids) {
   return lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight());
 }
 
+std::vector<AuxiliaryLoss> LlamaModel::auxiliary_losses() const {
+  if (!balance_) return {};
+  return {{"load_balancing_loss", balance_->value()}};
+}
+
+void LlamaModel::set_auxiliary_loss_scale(double backward_scale) {
+  if (balance_) balance_->set_backward_scale(backward_scale);
+}
+
 void LlamaModel::_fully_shard(const ShardingPlan& plan) {
-  for (auto& path : plan.wrap_paths) {
-    // An expert runs only where some token chose it, so its group's gather and reduce-scatter
-    // would not line up across ranks: the collectives would hang.
-    if (path.find(".mlp.experts.") != std::string::npos) {
-      throw std::invalid_argument("sub_modules_to_wrap: '" + path + "' is an expert; experts cannot be wrapped one by one "
-                                  "yet (that needs apply_expert_patch, not implemented): wrap the layers (or layers.{*}.mlp)");
-    }
-  }
   if (config_.tie_embeddings) {
     for (auto& path : plan.wrap_paths) {
       if (path == "embed_tokens") {

@@ -24,7 +24,9 @@ namespace megacpp::models {
 class LlamaDecoderLayer : public parallel::Module {
  public:
   // Layer `layer` of the model (its MLP is a mixture of experts where config.is_moe_layer says).
-  LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options);
+  // `balance` is the model's load-balancing loss (null for a dense model).
+  LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options,
+                    const std::shared_ptr<LoadBalancingLoss>& balance);
 
  protected:
   at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
@@ -55,6 +57,14 @@ class LlamaModel : public LanguageModel {
   }
   std::string input_embeddings_path() const override { return "embed_tokens"; }
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }
+  // transformers' expert class: each layers.N.mlp.experts.E is a Qwen3MoeMLP.
+  std::vector<std::pair<std::string, std::string>> expert_module_classes() const override {
+    if (config_.num_experts == 0) return {};
+    return {{"Qwen3MoeMLP", "layers.{*}.mlp.experts.{*}"}};
+  }
+  // With experts: load_balancing_loss (transformers' Qwen3-MoE form, --moe-aux-loss-coeff).
+  std::vector<AuxiliaryLoss> auxiliary_losses() const override;
+  void set_auxiliary_loss_scale(double backward_scale) override;
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;
@@ -64,6 +74,7 @@ class LlamaModel : public LanguageModel {
 
  private:
   LlamaConfig config_;
+  std::shared_ptr<LoadBalancingLoss> balance_;  // null without experts
   std::shared_ptr<Embedding> embed_tokens_;
   torch::nn::ModuleList layers_;
   std::shared_ptr<RMSNorm> norm_;

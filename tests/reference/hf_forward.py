@@ -19,14 +19,20 @@ eager attention:
                h += sum over those experts of weight * expert_e(x), each expert the MLP above; a
                layer is sparse unless in mlp_only_layers, when (layer + 1) % decoder_sparse_step == 0)
   logits = RMSNorm(h) lm_head^T   (lm_head = embed_tokens when tied and there is no lm_head.weight)
+  Qwen3-MoE's load-balancing loss (load_balancing_loss_func, no attention mask): the router
+  logits of every sparse layer, all tokens of the batch, concatenated to R rows; p = softmax,
+  its top-k experts one-hot [R, k, E]; loss = E * sum((mean over rows of the one-hot) *
+  (mean over rows of p)), summed over k and E.
 RMSNorm(x) = weight * x / sqrt(mean(x^2) + rms_norm_eps). Weights stored as BF16 / F16 / F32 are
 widened exactly; the arithmetic runs in --dtype (float64 by default, so the result is the exact
 math to ~1e-12; float32 is what HF computes for an fp32 model).
 
 Usage: hf_forward.py HF_DIR --tokens 1,2,3 [--tokens 4,5,6 ...] [--out FILE] [--dtype float32|float64]
+                      [--load-balancing-loss-out FILE]
 Every --tokens is one sequence of the batch (all the same length). The logits [batch, seq, vocab]
 are written to FILE (.npy: numpy.save; any other name: raw little-endian float32, C order), or
-printed as JSON when there is no --out. Refuses, naming the key, a config whose features this
+printed as JSON when there is no --out; the load-balancing loss (Qwen3-MoE) to the other FILE as
+text. Refuses, naming the key, a config whose features this
 does not implement. Exit status 0 on success; otherwise the reason on stderr and 1.
 """
 import argparse
@@ -126,8 +132,9 @@ def mlp(w, p, x):
     return (gate / (1.0 + np.exp(-gate)) * up) @ w(p + "down_proj.weight").T
 
 
-def sparse_mlp(cfg, w, p, x):
+def sparse_mlp(cfg, w, p, x, router_logits):
     logits = x @ w(p + "gate.weight").T  # [b, s, experts]
+    router_logits.append(logits.reshape(-1, logits.shape[-1]))
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     chosen = np.argsort(-probs, axis=-1, kind="stable")[..., :cfg["top_k"]]
@@ -142,7 +149,17 @@ def sparse_mlp(cfg, w, p, x):
     return out
 
 
-def forward(cfg, weights, ids, dtype):
+def load_balancing_loss(router_logits, top_k):
+    logits = np.concatenate(router_logits, axis=0)  # [R, E]
+    experts = logits.shape[-1]
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]  # [R, k]
+    one_hot = (chosen[..., None] == np.arange(experts)).astype(probs.dtype)  # [R, k, E]
+    return float((one_hot.mean(0) * probs.mean(0)[None, :]).sum() * experts)
+
+
+def forward(cfg, weights, ids, dtype, router_logits):
     def w(name):
         if name not in weights:
             raise ModelError(f"missing weight {name}")
@@ -178,7 +195,7 @@ def forward(cfg, weights, ids, dtype):
         attn = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, heads * d)
         h = h + attn @ w(p + "self_attn.o_proj.weight").T
         x = rms_norm(h, w(p + "post_attention_layernorm.weight"), eps)
-        h = h + (sparse_mlp(cfg, w, p + "mlp.", x) if cfg["sparse"][i] else mlp(w, p + "mlp.", x))
+        h = h + (sparse_mlp(cfg, w, p + "mlp.", x, router_logits) if cfg["sparse"][i] else mlp(w, p + "mlp.", x))
     h = rms_norm(h, w("model.norm.weight"), eps)
     tied = cfg["tied"] and "lm_head.weight" not in weights
     return h @ w("model.embed_tokens.weight" if tied else "lm_head.weight").T
@@ -190,6 +207,7 @@ def main(argv):
     parser.add_argument("--tokens", action="append", required=True, help="comma-separated ids (one per sequence)")
     parser.add_argument("--out")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    parser.add_argument("--load-balancing-loss-out")
     args = parser.parse_args(argv[1:])
     try:
         rows = [[int(t) for t in text.split(",")] for text in args.tokens]
@@ -200,7 +218,13 @@ def main(argv):
         vocab = weights["model.embed_tokens.weight"].shape[0]
         if ids.min() < 0 or ids.max() >= vocab:
             raise ModelError(f"token ids must be in [0, {vocab})")
-        logits = forward(read_config(args.hf_dir), weights, ids, np.dtype(args.dtype)).astype(np.float32)
+        cfg, router_logits = read_config(args.hf_dir), []
+        logits = forward(cfg, weights, ids, np.dtype(args.dtype), router_logits).astype(np.float32)
+        if args.load_balancing_loss_out is not None:
+            if not router_logits:
+                raise ModelError("--load-balancing-loss-out: the model has no sparse (MoE) layer")
+            with open(args.load_balancing_loss_out, "w") as f:
+                f.write(repr(load_balancing_loss(router_logits, cfg["top_k"])) + "\n")
     except KeyError as e:
         print(f"hf_forward.py: missing key {e}", file=sys.stderr)
         return 1

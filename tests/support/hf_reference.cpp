@@ -14,7 +14,7 @@
 namespace megacpp::testing {
 
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
-                               const std::string& script) {
+                               const std::string& script, double* load_balancing_loss) {
   std::string command = reference_script(script) + " " + hf_dir;
   for (const auto& row : tokens) {
     command += " --tokens ";
@@ -22,8 +22,11 @@ at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std:
   }
   const std::string out = hf_dir + "/reference_logits.f32";
   command += " --out " + out;
+  const std::string balance = hf_dir + "/reference_load_balancing_loss.txt";
+  if (load_balancing_loss) command += " --load-balancing-loss-out " + balance;
   const auto result = run_command(command);
   EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
+  if (load_balancing_loss) std::ifstream(balance) >> *load_balancing_loss;
   const int64_t seq = tokens.empty() ? 0 : static_cast<int64_t>(tokens.front().size());
   at::Tensor logits = torch::zeros({static_cast<int64_t>(tokens.size()), seq, vocab}, torch::kFloat);
   std::ifstream(out, std::ios::binary).read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
@@ -36,7 +39,8 @@ const std::vector<std::vector<int64_t>>& reference_tokens() {
   return tokens;
 }
 
-at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens) {
+at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
+                             std::vector<models::AuxiliaryLoss>* auxiliary) {
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
   auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
   torch::NoGradGuard no_grad;
@@ -46,7 +50,9 @@ at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vec
   model->eval();
   std::vector<at::Tensor> rows;
   for (const auto& row : tokens) rows.push_back(torch::tensor(row));
-  return (*model)(torch::stack(rows)).detach();
+  at::Tensor logits = (*model)(torch::stack(rows)).detach();
+  if (auxiliary) *auxiliary = model->auxiliary_losses();
+  return logits;
 }
 
 }  // namespace megacpp::testing

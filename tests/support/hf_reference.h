@@ -7,19 +7,24 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "models/language_model.h"
+
 namespace megacpp::testing {
 
 // Logits [batch, seq, vocab] of the model in `hf_dir` for `tokens` (batch rows of equal length).
 // `script` is the reference that computes them (tests/reference/: hf_forward.py for Llama / Qwen3,
 // gpt2_forward.py for GPT-2).
+// With `load_balancing_loss` (hf_forward.py, Qwen3-MoE), also transformers' load-balancing loss.
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
-                               const std::string& script = "hf_forward.py");
+                               const std::string& script = "hf_forward.py", double* load_balancing_loss = nullptr);
 
 // Two sequences of 12 token ids below 50, for comparing logits.
 const std::vector<std::vector<int64_t>>& reference_tokens();
 
 // megacpp's logits for `tokens` with the model and weights of the checkpoint under `root` (its
-// latest iteration), built as its args describe it and run without dropout.
-at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens);
+// latest iteration), built as its args describe it and run without dropout; with `auxiliary`, the
+// model's auxiliary losses of that forward too.
+at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
+                             std::vector<models::AuxiliaryLoss>* auxiliary = nullptr);
 
 }  // namespace megacpp::testing

@@ -27,11 +27,15 @@ TrainRun parse_training_output(CommandResult result) {
   run.result = std::move(result);
   const std::string& out = run.result.output;
   static const std::regex loss(R"(\| lm loss: ([0-9.]+E[-+][0-9]+))");
+  static const std::regex balance(R"(\| load_balancing_loss: ([0-9.]+E[-+][0-9]+))");
   static const std::regex validation(R"(validation loss at ([^|]*[^ |]) \| lm loss value: ([0-9.]+E[-+][0-9]+))");
   static const std::regex memory(
       R"(\[rank \d+\] memory \(MB\) \| sharded params: ([0-9.]+) \| sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), loss); it != std::sregex_iterator(); ++it) {
     run.losses.push_back(std::stod((*it)[1]));
+  }
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), balance); it != std::sregex_iterator(); ++it) {
+    run.balance_losses.push_back(std::stod((*it)[1]));
   }
   for (auto it = std::sregex_iterator(out.begin(), out.end(), validation); it != std::sregex_iterator(); ++it) {
     run.validation.emplace_back((*it)[1], std::stod((*it)[2]));
@@ -48,6 +52,12 @@ void expect_same_losses(const TrainRun& reference, const TrainRun& run, const st
   for (size_t i = 0; i < run.losses.size(); ++i) {
     EXPECT_LE(std::abs(run.losses[i] - reference.losses[i]), rtol * std::abs(reference.losses[i]))
         << what << ": iteration " << i + 1 << " loss " << run.losses[i] << " vs " << reference.losses[i];
+  }
+  ASSERT_EQ(run.balance_losses.size(), reference.balance_losses.size()) << what << "\n" << run.result.output;
+  for (size_t i = 0; i < run.balance_losses.size(); ++i) {
+    EXPECT_LE(std::abs(run.balance_losses[i] - reference.balance_losses[i]), rtol * std::abs(reference.balance_losses[i]))
+        << what << ": iteration " << i + 1 << " load_balancing_loss " << run.balance_losses[i] << " vs "
+        << reference.balance_losses[i];
   }
   ASSERT_EQ(run.validation.size(), reference.validation.size()) << what << "\n" << run.result.output;
   for (size_t i = 0; i < run.validation.size(); ++i) {

@@ -19,6 +19,7 @@ struct TrainRun {
   std::vector<double> losses;                           // "lm loss:" of each iteration line
   std::vector<std::pair<std::string, double>> validation;  // ("iteration 4" / "the end of ...", loss)
   std::vector<double> memory_mb;                        // per rank: params + grads + optimizer state
+  std::vector<double> balance_losses;                   // "load_balancing_loss:" of each (MoE models)
 };
 
 // `megacpp-run --nproc-per-node RANKS --master-port 0 megacpp-train FLAGS`.
@@ -34,7 +35,8 @@ std::string fsdp_flags(const std::string& dir, const std::string& name, const st
 // The run exited 0 with `iterations` iteration lines, each loss finite and positive.
 void expect_trained(const TrainRun& run, size_t iterations);
 
-// Same iteration losses and validation losses, each within `rtol` (relative).
+// Same iteration losses (lm loss and load_balancing_loss) and validation losses, each within
+// `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);
 
 // The tensors of a Dict[str, Tensor] saved in torch.save's format (--dump-final-params).

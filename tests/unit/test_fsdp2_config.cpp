@@ -184,6 +184,15 @@ ulysses_size: 1
   EXPECT_TRUE(parse_fsdp2_config("async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
   EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n  async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
 
+  // ROLL's MoE keys: experts wrapped by class, and the patch that runs every expert.
+  EXPECT_TRUE(c.expert_classes_to_wrap.empty());
+  EXPECT_FALSE(c.apply_expert_patch);
+  const FSDP2Config moe = parse_fsdp2_config(
+      "strategy_config:\n  wrap_policy:\n    moe_experts: Qwen3MoeMLP\n  apply_expert_patch: true\n", "cfg.yaml");
+  EXPECT_EQ(moe.expert_classes_to_wrap, (Strings{"Qwen3MoeMLP"}));
+  EXPECT_TRUE(moe.apply_expert_patch);
+  EXPECT_TRUE(moe.wrap_default_module_classes) << "and the decoder layers, as ROLL";
+
   // Without transformer_layer_cls_to_wrap ROLL wraps the model's decoder layer classes.
   EXPECT_TRUE(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap_default_module_classes);
   EXPECT_TRUE(parse_fsdp2_config("wrap_policy:\n  wrap_embeddings: true\n", "cfg.yaml").wrap_default_module_classes);
@@ -243,15 +252,12 @@ TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
   };
   const std::vector<Case> cases = {
       {"offload_policy: true\n", "offload_policy"},
-      {"wrap_policy:\n  moe_experts: [Qwen3MoeMLP]\n", "wrap_policy.moe_experts"},
-      {"wrap_policy:\n  moe_experts: Qwen3MoeMLP\n", "wrap_policy.moe_experts"},
-      {"apply_expert_patch: true\n", "apply_expert_patch"},
       {"apply_tiled_mlp: true\n", "apply_tiled_mlp"},
       {"tiled_num_shards: 8\n", "tiled_num_shards"},
       {"ulysses_size: 2\n", "ulysses_size"},
       {"strategy_config:\n  offload_policy: true\n", "strategy_config.offload_policy"},
-      {"strategy_args:\n  strategy_config:\n    wrap_policy:\n      moe_experts: [E]\n",
-       "strategy_args.strategy_config.wrap_policy.moe_experts"},
+      {"strategy_args:\n  strategy_config:\n    offload_policy: true\n", "strategy_args.strategy_config.offload_policy"},
+      {"moe_modules:\n  - model.language_model.layers.{*}.mlp.experts\n", "moe_modules"},
   };
   for (const auto& c : cases) {
     const std::string error = error_of(c.yaml);
@@ -336,6 +342,11 @@ TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
     }
     return "";
   };
+  const std::string no_experts = error_of_resolving(*small_llama(), "wrap_policy:\n  moe_experts: [Qwen3MoeMLP]\n");
+  EXPECT_NE(no_experts.find("wrap_policy.moe_experts: 'Qwen3MoeMLP' is not an expert class of this model (known: none: it "
+                            "has no mixture-of-experts layers)"),
+            std::string::npos)
+      << no_experts;
   const std::string unknown = error_of_resolving(*small_llama(), "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n");
   EXPECT_NE(unknown.find("wrap_policy.transformer_layer_cls_to_wrap: 'Qwen3DecoderLayer' is not a module class of this "
                          "model (known: LlamaDecoderLayer)"),

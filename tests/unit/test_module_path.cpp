@@ -30,7 +30,24 @@ TEST(ModulePathPattern, MalformedPatternsAreErrors) {
   EXPECT_THROW(ModulePathPattern("layers.{0-"), std::invalid_argument);
   EXPECT_THROW(ModulePathPattern("layers.{a}"), std::invalid_argument);
   EXPECT_THROW(ModulePathPattern("layers.{3-1}"), std::invalid_argument);
-  EXPECT_THROW(ModulePathPattern("{*}.{*}"), std::invalid_argument);
+  EXPECT_THROW(ModulePathPattern("layers.{*}{*}"), std::invalid_argument);
+  EXPECT_THROW(ModulePathPattern("layers.{*"), std::invalid_argument);
+  EXPECT_THROW(ModulePathPattern("layers.*}"), std::invalid_argument);
+}
+
+TEST(ModulePathPattern, EverySegmentMayBeAGroup) {
+  ModulePathPattern experts("layers.{*}.mlp.experts.{*}");
+  for (auto p : {"layers.0.mlp.experts.0", "layers.11.mlp.experts.7"}) EXPECT_TRUE(experts.matches(p)) << p;
+  for (auto p : {"layers.0.mlp.experts", "layers.0.mlp.experts.0.up_proj", "layers.0.mlp.gate", "layers..mlp.experts.0"}) {
+    EXPECT_FALSE(experts.matches(p)) << p;
+  }
+  ModulePathPattern some("layers.{0,2}.mlp.experts.{4-5}");
+  EXPECT_TRUE(some.matches("layers.2.mlp.experts.5"));
+  EXPECT_FALSE(some.matches("layers.1.mlp.experts.5"));
+  EXPECT_FALSE(some.matches("layers.2.mlp.experts.3"));
+  EXPECT_TRUE(ModulePathPattern("{*}.{*}").matches("layers.0"));
+  EXPECT_TRUE(ModulePathPattern("h{*}").matches("h12"));
+  EXPECT_FALSE(ModulePathPattern("h{*}").matches("h"));
 }
 
 TEST(ModulePathPattern, MatchesModulesOfAModel) {
