@@ -67,9 +67,18 @@ void validate_profile(const TrainingArguments& a) {
   for (int rank : a.profile_ranks) require(rank >= 0, "--profile-ranks must list ranks >= 0");
 }
 
+// LoRA checkpoints (the adapters alone, a base model to start from) are not written or read yet.
+void validate_lora(const TrainingArguments& a) {
+  if (a.lora.rank == 0) return;
+  require(a.save.empty() && a.load.empty(),
+          "--lora-rank with --save / --load: LoRA checkpoints (the adapters, a base model to load) are not implemented "
+          "yet; train LoRA without them (--dump-final-params writes the trained weights)");
+}
+
 }  // namespace
 
 void validate_arguments(const TrainingArguments& a) {
+  validate_lora(a);
   require(a.seq_length > 0, "--seq-length must be positive");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
   // Each micro-batch is seq + 1 token ids of 8 bytes per sample.

@@ -1,5 +1,6 @@
 #include "megacpp/arguments.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -114,6 +115,25 @@ void read_schedule_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   }
   a.check_for_nan_in_loss_and_grad = !r["no-check-for-nan-in-loss-and-grad"].as<bool>();
   a.seed = number<uint64_t>(r, "seed");
+}
+
+// LoRA (models/lora.h). MindSpeed-LLM spells the rank --lora-r and lists targets with spaces.
+void read_lora_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
+  a.lora.rank = number<int64_t>(r, "lora-rank");
+  if (!r["lora-r"].as<std::string>().empty()) {
+    const auto rank = number<int64_t>(r, "lora-r");
+    if (r.count("lora-rank") > 0 && rank != a.lora.rank) throw std::invalid_argument("--lora-r and --lora-rank differ; give one");
+    a.lora.rank = rank;
+  }
+  a.lora.alpha = number<double>(r, "lora-alpha");
+  a.lora.dropout = number<double>(r, "lora-dropout");
+  std::string targets = r["lora-target-modules"].as<std::string>();
+  std::replace(targets.begin(), targets.end(), ',', ' ');
+  a.lora.target_modules = split_words(targets);
+  if (a.lora.rank < 0) throw std::invalid_argument("--lora-rank must be >= 0 (0: no LoRA)");
+  if (a.lora.rank == 0 && !a.lora.target_modules.empty()) {
+    throw std::invalid_argument("--lora-target-modules needs --lora-rank > 0");
+  }
 }
 
 // Data, tokenizer and data loading.
@@ -249,6 +269,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   read_schedule_flags(a, r);
   read_data_flags(a, r);
   read_engine_flags(a, r);
+  read_lora_flags(a, r);
   read_output_flags(a, r);
   build_model_config(a, r, line.family);
   return a;

@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint_format.h"
 #include "megacpp/data/tokenizer/tokenizer.h"
+#include "models/lora.h"
 #include "models/model_family.h"
 
 namespace megacpp {
@@ -23,6 +24,7 @@ struct TrainingArguments {
   std::shared_ptr<const models::ModelConfig> model;
   int64_t seq_length = 128;
   double init_method_std = 0.02;
+  models::LoraSettings lora;  // --lora-rank > 0: LoRA adapters trained, the rest frozen
   // batch and schedule
   int64_t micro_batch_size = 1;
   int64_t global_batch_size = 0;  // 0: micro batch x data-parallel size

@@ -66,6 +66,14 @@ cxxopts::Options training_options() {
        cxxopts::value<std::string>()->default_value("1000"))
       ("hysteresis", "--fp16: overflowing iterations before the scale halves", cxxopts::value<std::string>()->default_value("2"))
       ("grad-reduce-in-bf16", "reduce gradients in bf16 (FSDP2 reduce_dtype bf16)");
+  o.add_options("lora")
+      ("lora-rank", "train LoRA adapters of this rank on --lora-target-modules, the rest frozen (0: no LoRA)",
+       cxxopts::value<std::string>()->default_value("0"))
+      ("lora-r", "MindSpeed-LLM's spelling of --lora-rank", cxxopts::value<std::string>()->default_value(""))
+      ("lora-alpha", "LoRA's alpha: adapters are scaled by alpha / rank", cxxopts::value<std::string>()->default_value("32"))
+      ("lora-dropout", "dropout on the adapters' input in training", cxxopts::value<std::string>()->default_value("0"))
+      ("lora-target-modules", "the Linear layers to adapt, PEFT's names (q_proj,k_proj,v_proj,o_proj,... or all-linear)",
+       cxxopts::value<std::string>()->default_value(""));
   o.add_options("data")
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
@@ -138,14 +146,15 @@ cxxopts::Options training_options() {
 }
 
 // Megatron's --data-path takes several words ("0.7 A 0.3 B"), --spec two (a module and a
-// function), --rampup-batch-size three and --profile-ranks a list; cxxopts takes one value per flag, so the words up to the next flag are joined into
+// function), --rampup-batch-size three, --profile-ranks and MindSpeed's --lora-target-modules a list; cxxopts takes one value per flag, so the words up to the next flag are joined into
 // that one value here.
 std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv) {
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     out.emplace_back(argv[i]);
     const std::string& flag = out.back();
-    if (flag != "--data-path" && flag != "--spec" && flag != "--profile-ranks" && flag != "--rampup-batch-size") {
+    if (flag != "--data-path" && flag != "--spec" && flag != "--profile-ranks" && flag != "--rampup-batch-size" &&
+        flag != "--lora-target-modules") {
       continue;  // the others are not Megatron's nargs='*'/'+'/3 flags
     }
     std::string joined;

@@ -59,6 +59,26 @@ std::vector<std::string> with_classes_resolved(const std::vector<std::string>& e
   return out;
 }
 
+// ROLL's wrap_policy.moe_experts: the patterns of the named expert classes, each of which must
+// be one of the model's.
+std::vector<std::string> expert_patterns(const std::vector<std::string>& names,
+                                         const std::vector<std::pair<std::string, std::string>>& experts) {
+  std::vector<std::string> patterns, known;
+  for (auto& entry : experts) known.push_back(entry.first);
+  for (auto& name : names) {
+    const size_t before = patterns.size();
+    for (auto& [class_name, pattern] : experts) {
+      if (class_name == name) patterns.push_back(pattern);
+    }
+    if (patterns.size() > before) continue;
+    throw std::invalid_argument("wrap_policy.moe_experts: '" + name + "' is not an expert class of this model (known: " +
+                                (known.empty() ? std::string("none: it has no mixture-of-experts layers")
+                                               : fmt::format("{}", fmt::join(known, ", "))) +
+                                ")");
+  }
+  return patterns;
+}
+
 }  // namespace
 
 FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const {
@@ -122,23 +142,7 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
                                   "' is not a module class of this model (known: " + known_text + ")");
     }
   }
-  for (auto& name : config.expert_classes_to_wrap) {
-    bool found = false;
-    std::vector<std::string> expert_known;
-    for (auto& [class_name, pattern] : expert_module_classes()) {
-      expert_known.push_back(class_name);
-      if (class_name == name) {
-        add(pattern);
-        found = true;
-      }
-    }
-    if (!found) {
-      throw std::invalid_argument("wrap_policy.moe_experts: '" + name + "' is not an expert class of this model (known: " +
-                                  (expert_known.empty() ? std::string("none: it has no mixture-of-experts layers")
-                                                        : fmt::format("{}", fmt::join(expert_known, ", "))) +
-                                  ")");
-    }
-  }
+  for (auto& pattern : expert_patterns(config.expert_classes_to_wrap, expert_module_classes())) add(pattern);
   if (config.wrap_lm_output) {
     const std::string path = output_layer_path();
     if (path.empty()) {

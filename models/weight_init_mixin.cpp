@@ -6,6 +6,9 @@
 // device. The cost is one transient full-size copy of the parameter being initialized.
 #include "models/weight_init_mixin.h"
 
+#include <cmath>
+#include <functional>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
@@ -39,16 +42,27 @@ void post_order(torch::nn::Module& module, const std::string& path,
   out.emplace_back(path, &module);
 }
 
-}  // namespace
-
-void WeightInitMixin::fill_normal(parallel::Module& module, const std::string& path, const std::string& name,
-                                  double std, uint64_t seed) {
+// Parameter `name` of `module` (at `path`), drawn full-size by `draw` from its own generator.
+void fill_drawn(parallel::Module& module, const std::string& path, const std::string& name, uint64_t seed,
+                const std::function<void(at::Tensor&, const at::Generator&)>& draw) {
   at::Tensor param = parameter(module, name);
   const std::string fqn = path.empty() ? name : path + "." + name;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_for(seed, fqn));
   at::Tensor full = torch::empty(parallel::fsdp::full_shape(param), torch::kFloat);
-  full.normal_(0.0, std, generator);
+  draw(full, generator);
   parallel::fsdp::copy_full_into_parameter(param, full);
+}
+
+}  // namespace
+
+void WeightInitMixin::fill_normal(parallel::Module& module, const std::string& path, const std::string& name,
+                                  double std, uint64_t seed) {
+  fill_drawn(module, path, name, seed, [std](at::Tensor& full, const at::Generator& g) { full.normal_(0.0, std, g); });
+}
+
+void WeightInitMixin::fill_uniform(parallel::Module& module, const std::string& path, const std::string& name,
+                                   double bound, uint64_t seed) {
+  fill_drawn(module, path, name, seed, [bound](at::Tensor& full, const at::Generator& g) { full.uniform_(-bound, bound, g); });
 }
 
 void WeightInitMixin::fill_constant(parallel::Module& module, const std::string& name, double value) {
@@ -58,6 +72,15 @@ void WeightInitMixin::fill_constant(parallel::Module& module, const std::string&
 }
 
 bool WeightInitMixin::init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) {
+  if (dynamic_cast<LoraDown*>(&module)) {  // PEFT: kaiming_uniform_(a = sqrt(5)) -> U(-1/sqrt(in), 1/sqrt(in))
+    const int64_t fan_in = parallel::fsdp::full_shape(parameter(module, "weight"))[1];
+    fill_uniform(module, path, "weight", 1.0 / std::sqrt(static_cast<double>(fan_in)), seed);
+    return true;
+  }
+  if (dynamic_cast<LoraUp*>(&module)) {  // PEFT: zeros, so an adapter starts as no change
+    fill_constant(module, "weight", 0.0);
+    return true;
+  }
   if (auto* linear = dynamic_cast<Linear*>(&module)) {
     fill_normal(module, path, "weight", std, seed);
     if (linear->has_bias()) fill_constant(module, "bias", 0.0);

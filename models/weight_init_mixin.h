@@ -14,7 +14,8 @@ class WeightInitMixin {
  public:
   virtual ~WeightInitMixin() = default;
 
-  // Linear weight ~ N(0, std), bias 0; Embedding ~ N(0, std); norm weights 1, biases 0.
+  // Linear weight ~ N(0, std), bias 0; Embedding ~ N(0, std); norm weights 1, biases 0; LoRA's
+  // lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) and lora_B 0, as PEFT.
   // Children before parents; modules already initialized are skipped.
   void init_weights(double std, uint64_t seed);
 
@@ -28,6 +29,9 @@ class WeightInitMixin {
   static void fill_normal(parallel::Module& module, const std::string& path, const std::string& name,
                           double std, uint64_t seed);
   static void fill_constant(parallel::Module& module, const std::string& name, double value);
+  // The same with U(-bound, bound).
+  static void fill_uniform(parallel::Module& module, const std::string& path, const std::string& name, double bound,
+                           uint64_t seed);
 
  private:
   std::unordered_set<const parallel::Module*> initialized_;

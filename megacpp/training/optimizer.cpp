@@ -57,7 +57,7 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double dec
 
 void zero_missing_gradients(std::vector<at::Tensor>& params) {
   for (auto& p : params) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // frozen ones stay without
   }
 }
 

@@ -29,7 +29,8 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double dec
 
 // Gives every parameter without a gradient a zero one, as Megatron's zeroed gradient buffers do:
 // a parameter nothing reached (an expert no token chose) then steps (decays) like the others,
-// the same on every layout (FSDP2 reduces such gradients as zeros).
+// the same on every layout (FSDP2 reduces such gradients as zeros). Frozen parameters
+// (requires_grad false: LoRA's base weights) are left without one.
 void zero_missing_gradients(std::vector<at::Tensor>& params);
 
 }  // namespace megacpp::training

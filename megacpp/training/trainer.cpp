@@ -34,6 +34,7 @@
 #include "megacpp/training/parameter_dump.h"
 #include "megacpp/training/step_health.h"
 #include "megacpp/training/training_data.h"
+#include "models/lora.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
 #include "parallel/compat.h"
@@ -158,6 +159,7 @@ class TrainingRun {
     torch::manual_seed(args_.seed);
     const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
+    if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
   }
 
   // Without meta init the full weights are initialized before sharding; with it, once the

@@ -55,8 +55,7 @@ TEST(MixtureOfExperts, SameLossesOnEveryLayout) {
   const TrainRun four = train(4, kMoe + roll);
   testing::expect_same_losses(one, four, "FSDP on 4 ranks, every expert its own group", 1e-5);
   testing::expect_same_losses(one, train(4, kMoe + hsdp), "HSDP 2x2, every expert its own group", 1e-5);
-  testing::expect_same_losses(one, train(2, kMoe + experts + " --recompute-granularity full --recompute-method uniform "
-                                                             "--recompute-num-layers 1 --init-model-with-meta-device"),
+  testing::expect_same_losses(one, train(2, kMoe + experts + testing::kRecomputeOnMetaDevice),
                               "every expert its own group, recompute, meta-device init", 1e-5);
 
   // Sharded over 4 ranks, each holds about a quarter (parameters, gradients, optimizer state).

@@ -22,6 +22,11 @@ struct TrainRun {
   std::vector<double> balance_losses;                   // "load_balancing_loss:" of each (MoE models)
 };
 
+// Flags the parity tests add for one more layout: Megatron's full recompute (of the first layer)
+// on a model built on the meta device.
+inline const char* const kRecomputeOnMetaDevice =
+    " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --init-model-with-meta-device";
+
 // `megacpp-run --nproc-per-node RANKS --master-port 0 megacpp-train FLAGS`.
 TrainRun train(int ranks, const std::string& flags);
 // The same with another training program (one built on megacpp's train_main, or an installed

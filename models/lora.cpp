@@ -1,0 +1,78 @@
+#include "models/lora.h"
+
+#include <set>
+#include <stdexcept>
+
+#include <spdlog/fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "models/layers/linear.h"
+
+namespace megacpp::models {
+namespace {
+
+bool names(const std::string& target, const std::string& path) {
+  return path == target || (path.size() > target.size() && path.compare(path.size() - target.size(), target.size(), target) == 0 &&
+                            path[path.size() - target.size() - 1] == '.');
+}
+
+std::string last_segment(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+}  // namespace
+
+bool is_lora_parameter(const std::string& name) {
+  return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
+}
+
+std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s) {
+  if (s.rank <= 0) throw std::invalid_argument("--lora-rank must be > 0");
+  if (s.alpha <= 0) throw std::invalid_argument("--lora-alpha must be > 0");
+  if (s.dropout < 0 || s.dropout >= 1) throw std::invalid_argument("--lora-dropout must be in [0, 1)");
+  if (s.target_modules.empty()) throw std::invalid_argument("--lora-target-modules: name the modules to adapt (e.g. q_proj,v_proj)");
+  const std::string output = model.output_layer_path();
+  std::vector<std::pair<std::string, Linear*>> linears;
+  std::set<std::string> linear_names;
+  for (auto& [path, module] : parallel::named_hookable_modules(model)) {
+    if (auto* linear = dynamic_cast<Linear*>(module)) {
+      linears.emplace_back(path, linear);
+      linear_names.insert(last_segment(path));
+    }
+  }
+  std::vector<std::string> adapted;
+  for (const std::string& target : s.target_modules) {
+    bool found = false;
+    for (auto& [path, linear] : linears) {
+      const bool named = target == "all-linear" ? path != output : names(target, path);
+      if (!named) continue;
+      found = true;
+      if (!linear->has_lora()) {
+        linear->add_lora(s.rank, s.alpha, s.dropout);
+        adapted.push_back(path);
+      }
+    }
+    if (found) continue;
+    for (auto& item : model.named_modules("", /*include_self=*/false)) {
+      if (names(target, item.key())) {
+        throw std::invalid_argument("--lora-target-modules: '" + target + "' names '" + item.key() +
+                                    "', which is not a Linear layer; LoRA adapts Linear layers only");
+      }
+    }
+    throw std::invalid_argument("--lora-target-modules: '" + target + "' matches no Linear layer of the model (its Linear "
+                                "layers: " + fmt::format("{}", fmt::join(linear_names, ", ")) + ", or all-linear)");
+  }
+  int64_t trainable = 0, frozen = 0;
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    const bool adapter = is_lora_parameter(item.key());
+    item.value().set_requires_grad(adapter);
+    (adapter ? trainable : frozen) += item.value().numel();
+  }
+  spdlog::info("lora: rank {}, alpha {}, dropout {} on {} Linear layer(s) ({}): {} trainable parameters, {} frozen",
+               s.rank, s.alpha, s.dropout, adapted.size(), fmt::join(s.target_modules, ", "), trainable, frozen);
+  return adapted;
+}
+
+}  // namespace megacpp::models

@@ -1,0 +1,35 @@
+// Note [LoRA]
+// PEFT's LoRA on any model: apply_lora gives every Linear whose module path a target names an
+// adapter (Linear::add_lora: lora_A, lora_B; y += lora_B(lora_A(dropout(x))) * alpha / rank) and
+// freezes every other parameter (requires_grad false), before the model is sharded. Under FSDP2
+// the frozen base weights are gathered for compute like any parameter but never reduced, and
+// hold no gradient and no optimizer state; the adapters are sharded and trained as usual.
+// Targets are matched as PEFT matches a list of target_modules: a module whose path is the
+// target or ends with "." + target ("q_proj" names layers.N.self_attn.q_proj); "all-linear"
+// names every Linear but the output layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/language_model.h"
+
+namespace megacpp::models {
+
+struct LoraSettings {
+  int64_t rank = 0;  // 0: no LoRA (--lora-rank)
+  double alpha = 32.0;  // --lora-alpha: the adapter's output is scaled by alpha / rank
+  double dropout = 0.0;  // --lora-dropout: on the adapter's input, in training
+  std::vector<std::string> target_modules;  // --lora-target-modules (PEFT's names)
+};
+
+// Adds the adapters and freezes the rest. Returns the adapted module paths (in module order).
+// Throws std::invalid_argument naming the target that matches no Linear (listing the model's
+// Linear names) or a module that is not a Linear.
+std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& settings);
+
+// Whether `name` (a parameter's path) is a LoRA adapter's: "...lora_A.weight" / "...lora_B.weight".
+bool is_lora_parameter(const std::string& name);
+
+}  // namespace megacpp::models

@@ -1,0 +1,119 @@
+// LoRA (Note [LoRA] in models/lora.h): adapters trained on PEFT's target modules, the rest frozen,
+// with the same losses on one rank without FSDP, FSDP on 2 and 4 ranks, HSDP and with recompute
+// and meta-device init; only the adapters hold gradients and optimizer state, and the base weights
+// come out of training bit for bit as they went in. Dense and mixture-of-experts models alike.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include <torch/torch.h>
+
+#include "models/lora.h"
+#include "tests/support/distributed_test.h"
+#include "tests/support/train_run.h"
+
+namespace megacpp {
+namespace {
+
+using testing::expect_trained;
+using testing::fsdp_flags;
+using testing::train;
+using testing::TrainRun;
+
+const std::string kModel =
+    "--model-type llama --qk-layernorm --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 "
+    "--ffn-hidden-size 48 --mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 "
+    "--seed 5 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 --log-interval 1 --eval-iters 0 --train-iters 10 "
+    "--init-method-std 0.2 ";
+const std::string kLora = kModel + "--lr 1e-2 --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj,k_proj,v_proj,o_proj,"
+                                   "gate_proj,up_proj,down_proj";
+
+// "sharded grads" and "optimizer state" (MB) of each memory line.
+std::vector<std::pair<double, double>> grads_and_state_mb(const TrainRun& run) {
+  static const std::regex line(R"(sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
+  std::vector<std::pair<double, double>> out;
+  const std::string& text = run.result.output;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    out.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]));
+  }
+  return out;
+}
+
+TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
+  const std::string dir = testing::scratch_dir();
+  const TrainRun one = train(1, kLora + " --dump-final-params " + dir + "/trained.pt");
+  expect_trained(one, 10);
+  EXPECT_LT(one.losses.back(), one.losses.front()) << "the adapters do not learn";
+  EXPECT_NE(one.result.output.find("lora: rank 4, alpha 8, dropout 0 on 14 Linear layer(s)"), std::string::npos)
+      << one.result.output;
+  const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
+  const std::string by_class = fsdp_flags(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n");
+  const std::string hsdp = fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
+  testing::expect_same_losses(one, train(2, kLora + layers), "FSDP on 2 ranks", 1e-5);
+  const TrainRun four = train(4, kLora + by_class);
+  testing::expect_same_losses(one, four, "FSDP on 4 ranks", 1e-5);
+  testing::expect_same_losses(one, train(4, kLora + hsdp), "HSDP 2x2", 1e-5);
+  testing::expect_same_losses(one, train(2, kLora + layers + testing::kRecomputeOnMetaDevice),
+                              "recompute, meta-device init", 1e-5);
+
+  // The base weights are as initialized (a run that does not move them: --lr 0), bit for bit;
+  // the adapters moved.
+  ASSERT_EQ(train(1, kLora + " --lr 0 --dump-final-params " + dir + "/initial.pt").result.status, 0);
+  const auto initial = testing::read_tensor_dict(dir + "/initial.pt"), trained = testing::read_tensor_dict(dir + "/trained.pt");
+  ASSERT_EQ(initial.size(), trained.size());
+  int64_t adapter_numel = 0;
+  for (const auto& [name, tensor] : initial) {
+    const bool adapter = models::is_lora_parameter(name);
+    EXPECT_EQ(tensor.equal(trained.at(name)), !adapter) << name;
+    if (adapter) adapter_numel += tensor.numel();
+  }
+  EXPECT_EQ(adapter_numel, 2 * (4 * 32 + 32 * 4 + 2 * (4 * 32 + 16 * 4) + 4 * 32 + 32 * 4 + 2 * (4 * 32 + 48 * 4) + 4 * 48 + 32 * 4))
+      << "rank 4 on q, k, v, o, gate, up and down of 2 layers";
+
+  // Gradients and AdamW's two moments exist for the adapters only (fp32), on every layout.
+  const double adapters_mb = static_cast<double>(adapter_numel) * 4 / (1024.0 * 1024.0);
+  for (const auto& [grads, state] : grads_and_state_mb(one)) {
+    EXPECT_NEAR(grads, adapters_mb, 1e-3);
+    EXPECT_NEAR(state, 2 * adapters_mb, 1e-3);
+  }
+  const auto per_rank = grads_and_state_mb(four);
+  ASSERT_EQ(per_rank.size(), 8u);
+  for (const auto& [grads, state] : per_rank) EXPECT_LE(state, 2 * adapters_mb / 4 + 1e-3) << "a quarter each";
+}
+
+TEST(Lora, MixtureOfExpertsAdaptersOnEveryExpert) {
+  const std::string moe = kModel + "--lr 1e-2 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 "
+                                   "--moe-aux-loss-coeff 0.01 --lora-rank 2 --lora-target-modules q_proj gate_proj";
+  const TrainRun one = train(1, moe);
+  expect_trained(one, 10);
+  EXPECT_NE(one.result.output.find("on 10 Linear layer(s)"), std::string::npos) << "q_proj and 4 experts' gate_proj, 2 layers\n"
+                                                                                 << one.result.output;
+  const std::string dir = testing::scratch_dir();
+  testing::expect_same_losses(one, train(2, moe + fsdp_flags(dir, "experts.yaml",
+                                                               "sub_modules_to_wrap: ['layers.{*}', 'layers.{*}.mlp.experts.{*}']\n"
+                                                               "apply_expert_patch: true\n")),
+                              "FSDP on 2 ranks, every expert its own group", 1e-5);
+}
+
+TEST(Lora, RefusesWhatItCannotAdaptByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --lora-rank 4 --lora-target-modules nope",
+       "--lora-target-modules: 'nope' matches no Linear layer of the model (its Linear layers: down_proj, gate_proj, k_proj, "
+       "lm_head, o_proj, q_proj, up_proj, v_proj, or all-linear)"},
+      {" --lora-rank 4 --lora-target-modules mlp", "--lora-target-modules: 'mlp' names 'layers.0.mlp', which is not a Linear layer"},
+      {" --lora-rank 4", "--lora-target-modules: name the modules to adapt"},
+      {" --lora-target-modules q_proj", "--lora-target-modules needs --lora-rank > 0"},
+      {" --lora-rank 4 --lora-dropout 1 --lora-target-modules q_proj", "--lora-dropout must be in [0, 1)"},
+      {" --lora-rank 4 --lora-r 8 --lora-target-modules q_proj", "--lora-r and --lora-rank differ; give one"},
+      {" --lora-rank 4 --lora-target-modules q_proj --save " + testing::scratch_dir() + "/ckpt",
+       "--lora-rank with --save / --load: LoRA checkpoints (the adapters, a base model to load) are not implemented yet"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const TrainRun refused = train(1, kModel + "--untie-embeddings-and-output-weights" + flags);
+    EXPECT_NE(refused.result.status, 0) << flags;
+    EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
+  }
+}
+
+}  // namespace
+}  // namespace megacpp
