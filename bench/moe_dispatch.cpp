@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
               static_cast<long long>(shape.num_experts), static_cast<long long>(shape.ffn_hidden_size),
               static_cast<long long>(shape.top_k), torch::get_num_threads());
   std::printf("same outputs: max |grouped - masked dense| = %.3g\n", diff);
+  if (!(diff <= 1e-4)) {
+    std::fprintf(stderr, "megacpp-bench-moe: the two forms disagree (%.3g > 1e-4): not timing them\n", diff);
+    return 1;
+  }
   std::printf("grouped per expert: %8.1f ms  %10.0f tokens/s\n", grouped, tokens / (grouped / 1000.0));
   std::printf("masked dense:       %8.1f ms  %10.0f tokens/s\n", dense, tokens / (dense / 1000.0));
   std::printf("speed-up of grouped: %.2fx (top-k / experts = %.3f of the dense FLOPs)\n", dense / grouped,

@@ -131,8 +131,10 @@ void read_lora_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   std::replace(targets.begin(), targets.end(), ',', ' ');
   a.lora.target_modules = split_words(targets);
   if (a.lora.rank < 0) throw std::invalid_argument("--lora-rank must be >= 0 (0: no LoRA)");
-  if (a.lora.rank == 0 && !a.lora.target_modules.empty()) {
-    throw std::invalid_argument("--lora-target-modules needs --lora-rank > 0");
+  if (a.lora.rank == 0) {
+    for (const char* flag : {"lora-target-modules", "lora-alpha", "lora-dropout"}) {
+      if (r.count(flag) > 0) throw std::invalid_argument("--" + std::string(flag) + " needs --lora-rank > 0");
+    }
   }
 }
 

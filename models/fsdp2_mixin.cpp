@@ -266,14 +266,19 @@ void FSDP2Mixin::_fully_shard(const ShardingPlan& plan) {
 }
 
 void FSDP2Mixin::set_prefetch(const FSDP2Config& config) {
-  const auto& paths = plan_.wrap_paths;  // post-order; for a stack of layers this is forward order
-  const int n = static_cast<int>(paths.size());
+  // Groups start their forward in pre-order (a layer, then the experts wrapped inside it) and
+  // their backward in reverse post-order (plan_.wrap_paths reversed).
+  std::vector<std::string> pre_order;
+  for (auto& item : self_module().named_modules("", /*include_self=*/false)) pre_order.push_back(item.key());
+  const std::vector<std::string> forward_order = ordered(pre_order, plan_.wrap_paths);
+  const auto& post = plan_.wrap_paths;
+  const int n = static_cast<int>(post.size());
   for (int i = 0; i < n; ++i) {
     std::vector<parallel::Module*> forward, backward;
-    for (int k = 1; k <= config.num_to_forward_prefetch && i + k < n; ++k) forward.push_back(&module_at(paths[i + k]));
-    for (int k = 1; k <= config.num_to_backward_prefetch && i - k >= 0; ++k) backward.push_back(&module_at(paths[i - k]));
-    if (!forward.empty()) parallel::fsdp::set_modules_to_forward_prefetch(module_at(paths[i]), forward);
-    if (!backward.empty()) parallel::fsdp::set_modules_to_backward_prefetch(module_at(paths[i]), backward);
+    for (int k = 1; k <= config.num_to_forward_prefetch && i + k < n; ++k) forward.push_back(&module_at(forward_order[i + k]));
+    for (int k = 1; k <= config.num_to_backward_prefetch && i - k >= 0; ++k) backward.push_back(&module_at(post[i - k]));
+    if (!forward.empty()) parallel::fsdp::set_modules_to_forward_prefetch(module_at(forward_order[i]), forward);
+    if (!backward.empty()) parallel::fsdp::set_modules_to_backward_prefetch(module_at(post[i]), backward);
   }
   if (config.num_to_forward_prefetch > 0 || config.num_to_backward_prefetch > 0) {
     spdlog::info("fsdp2: prefetch forward {} / backward {} group(s) ahead", config.num_to_forward_prefetch,

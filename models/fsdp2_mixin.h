@@ -34,7 +34,8 @@ class FSDP2Mixin {
   void fully_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device,
                    const std::function<void()>& post_shard_init = nullptr);
 
-  // Paths of the modules wrapped as their own group, in forward order (after fully_shard).
+  // Paths of the modules wrapped as their own group, in post-order (children before parents; for
+  // a stack of layers, forward order), after fully_shard.
   const std::vector<std::string>& wrapped_module_paths() const { return plan_.wrap_paths; }
 
   // `config` with its by-class wrapping (module_classes_to_wrap, wrap_default_module_classes,

@@ -61,8 +61,13 @@ std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s)
                                     "', which is not a Linear layer; LoRA adapts Linear layers only");
       }
     }
+    const bool megatron = target == "linear_qkv" || target == "linear_proj" || target == "linear_fc1" || target == "linear_fc2";
     throw std::invalid_argument("--lora-target-modules: '" + target + "' matches no Linear layer of the model (its Linear "
-                                "layers: " + fmt::format("{}", fmt::join(linear_names, ", ")) + ", or all-linear)");
+                                "layers: " + fmt::format("{}", fmt::join(linear_names, ", ")) + ", or all-linear)" +
+                                (megatron ? "; '" + target + "' is Megatron's module name: name the Hugging Face modules it "
+                                            "holds (linear_qkv: q_proj,k_proj,v_proj; linear_proj: o_proj; linear_fc1: "
+                                            "gate_proj,up_proj; linear_fc2: down_proj)"
+                                          : std::string()));
   }
   int64_t trainable = 0, frozen = 0;
   for (auto& item : model.named_parameters(/*recurse=*/true)) {

@@ -71,7 +71,7 @@ void WeightInitMixin::fill_constant(parallel::Module& module, const std::string&
   param.fill_(value);  // a constant is the same in every shard
 }
 
-bool WeightInitMixin::init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) {
+bool WeightInitMixin::init_lora(const std::string& path, parallel::Module& module, uint64_t seed) {
   if (dynamic_cast<LoraDown*>(&module)) {  // PEFT: kaiming_uniform_(a = sqrt(5)) -> U(-1/sqrt(in), 1/sqrt(in))
     const int64_t fan_in = parallel::fsdp::full_shape(parameter(module, "weight"))[1];
     fill_uniform(module, path, "weight", 1.0 / std::sqrt(static_cast<double>(fan_in)), seed);
@@ -81,6 +81,10 @@ bool WeightInitMixin::init_module(const std::string& path, parallel::Module& mod
     fill_constant(module, "weight", 0.0);
     return true;
   }
+  return false;
+}
+
+bool WeightInitMixin::init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) {
   if (auto* linear = dynamic_cast<Linear*>(&module)) {
     fill_normal(module, path, "weight", std, seed);
     if (linear->has_bias()) fill_constant(module, "bias", 0.0);
@@ -110,7 +114,7 @@ void WeightInitMixin::init_weights(double std, uint64_t seed) {
   for (auto& [path, m] : modules) {
     auto* module = dynamic_cast<parallel::Module*>(m);
     if (!module || initialized_.count(module)) continue;
-    if (init_module(path, *module, std, seed)) {
+    if (init_lora(path, *module, seed) || init_module(path, *module, std, seed)) {
       initialized_.insert(module);
     } else if (!module->param_slots().empty()) {
       throw std::logic_error("init_weights: no initialization rule for module '" + path + "' (" +

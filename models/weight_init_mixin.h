@@ -34,6 +34,9 @@ class WeightInitMixin {
                            uint64_t seed);
 
  private:
+  // LoRA's factors, before init_module so that no override can give them another rule.
+  static bool init_lora(const std::string& path, parallel::Module& module, uint64_t seed);
+
   std::unordered_set<const parallel::Module*> initialized_;
 };
 

@@ -47,6 +47,7 @@ at::Tensor LoadBalancingLoss::attach(int64_t layer, const at::Tensor& probs, con
 }
 
 std::pair<at::Tensor, int64_t> LoadBalancingLoss::totals() const {
+  if (records_.empty()) throw std::logic_error("load-balancing loss: no MoE layer");
   at::Tensor choices;
   int64_t rows = 0;
   for (size_t layer = 0; layer < records_.size(); ++layer) {

@@ -17,7 +17,10 @@ namespace {
 // Megatron's MoE flags (only read with --num-experts > 0).
 void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
   c.num_experts = flags.integer("num-experts");
-  if (c.num_experts == 0) return;
+  if (c.num_experts == 0) {
+    if (flags.number("moe-aux-loss-coeff") != 0.0) throw std::invalid_argument("--moe-aux-loss-coeff needs --num-experts > 0");
+    return;
+  }
   c.moe_router_topk = flags.integer("moe-router-topk");
   c.moe_ffn_hidden_size = flags.integer("moe-ffn-hidden-size");
   c.moe_layer_pattern = parse_moe_layer_freq(flags.text("moe-layer-freq"), flags.integer("num-layers"));

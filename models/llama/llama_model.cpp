@@ -33,10 +33,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
     : LanguageModel("LlamaModel"), config_(config) {
   config_.validate();
   embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
-  if (config.num_experts > 0) {
-    balance_ = std::make_shared<LoadBalancingLoss>(config.num_experts, config.moe_layer_index(config.num_layers),
-                                                   config.moe_aux_loss_coeff);
-  }
+  const int64_t moe_layers = config.moe_layer_index(config.num_layers);
+  if (moe_layers > 0) balance_ = std::make_shared<LoadBalancingLoss>(config.num_experts, moe_layers, config.moe_aux_loss_coeff);
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) {
     layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, i, options, balance_));

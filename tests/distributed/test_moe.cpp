@@ -126,6 +126,10 @@ TEST(MixtureOfExperts, RefusesWhatItCannotComputeByName) {
     EXPECT_NE(refused.result.status, 0) << flags;
     EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
   }
+  // Experts but every layer dense: no router, no balancing loss.
+  const TrainRun all_dense = train(1, kMoe + " --moe-layer-freq '[0,0,0]' --train-iters 2");
+  expect_trained(all_dense, 2);
+  EXPECT_TRUE(all_dense.balance_losses.empty()) << all_dense.result.output;
   const TrainRun dense = train(1, "--model-type llama --num-layers 1 --hidden-size 32 --num-attention-heads 4 --mock-data "
                                   "--tokenizer-type NullTokenizer --vocab-size 99 --seq-length 8 --micro-batch-size 1 "
                                   "--global-batch-size 1 --train-iters 1 --eval-iters 0" +
@@ -133,6 +137,11 @@ TEST(MixtureOfExperts, RefusesWhatItCannotComputeByName) {
   EXPECT_NE(dense.result.status, 0);
   EXPECT_NE(dense.result.output.find("apply_expert_patch: this model has no mixture-of-experts layers"), std::string::npos)
       << dense.result.output;
+  const TrainRun coefficient = train(1, "--model-type llama --num-layers 1 --hidden-size 32 --num-attention-heads 4 "
+                                        "--mock-data --tokenizer-type NullTokenizer --vocab-size 99 --moe-aux-loss-coeff 0.01");
+  EXPECT_NE(coefficient.result.status, 0);
+  EXPECT_NE(coefficient.result.output.find("--moe-aux-loss-coeff needs --num-experts > 0"), std::string::npos)
+      << coefficient.result.output;
 }
 
 TEST(MixtureOfExperts, ExportsQwen3MoeThatTheNumpyForwardAgreesWithAndImportsBack) {
