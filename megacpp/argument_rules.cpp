@@ -70,9 +70,7 @@ void validate_profile(const TrainingArguments& a) {
 // LoRA checkpoints (the adapters alone, a base model to start from) are not written or read yet.
 void validate_lora(const TrainingArguments& a) {
   if (a.lora.rank == 0) return;
-  require(a.lora.alpha > 0, "--lora-alpha must be > 0");
-  require(a.lora.dropout >= 0 && a.lora.dropout < 1, "--lora-dropout must be in [0, 1)");
-  require(!a.lora.target_modules.empty(), "--lora-target-modules: name the modules to adapt (e.g. q_proj,v_proj)");
+  models::validate_lora_settings(a.lora);
   require(a.save.empty() && a.load.empty(),
           "--lora-rank with --save / --load: LoRA checkpoints (the adapters, a base model to load) are not implemented "
           "yet; train LoRA without them (--dump-final-params writes the trained weights)");

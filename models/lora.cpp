@@ -28,11 +28,15 @@ bool is_lora_parameter(const std::string& name) {
   return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
 }
 
-std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s) {
+void validate_lora_settings(const LoraSettings& s) {
   if (s.rank <= 0) throw std::invalid_argument("--lora-rank must be > 0");
   if (s.alpha <= 0) throw std::invalid_argument("--lora-alpha must be > 0");
   if (s.dropout < 0 || s.dropout >= 1) throw std::invalid_argument("--lora-dropout must be in [0, 1)");
   if (s.target_modules.empty()) throw std::invalid_argument("--lora-target-modules: name the modules to adapt (e.g. q_proj,v_proj)");
+}
+
+std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s) {
+  validate_lora_settings(s);
   const std::string output = model.output_layer_path();
   std::vector<std::pair<std::string, Linear*>> linears;
   std::set<std::string> linear_names;

@@ -24,7 +24,11 @@ struct LoraSettings {
   std::vector<std::string> target_modules;  // --lora-target-modules (PEFT's names)
 };
 
-// Adds the adapters and freezes the rest. Returns the adapted module paths (in module order).
+// Throws std::invalid_argument naming the flag whose value is out of range (rank > 0, alpha > 0,
+// dropout in [0, 1), some target).
+void validate_lora_settings(const LoraSettings& settings);
+
+// Adds the adapters and freezes the rest (validate_lora_settings first). Returns the adapted module paths (in module order).
 // Throws std::invalid_argument naming the target that matches no Linear (listing the model's
 // Linear names) or a module that is not a Linear.
 std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& settings);
