@@ -13,29 +13,15 @@
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
+#include "checkpoint/lora_export.h"
 #include "checkpoint/model_args.h"
+#include "checkpoint/tensor_convert.h"
 #include "serialization/safetensors.h"
 #include "models/registry.h"
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
 namespace {
-
-std::string safetensors_dtype(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "F32";
-    case at::kBFloat16: return "BF16";
-    case at::kHalf: return "F16";
-    default: throw std::invalid_argument(std::string("no safetensors dtype for ") + c10::toString(type));
-  }
-}
-
-at::ScalarType scalar_type_of(const std::string& dtype, const std::string& what) {
-  if (dtype == "F32") return at::kFloat;
-  if (dtype == "BF16") return at::kBFloat16;
-  if (dtype == "F16") return at::kHalf;
-  throw std::runtime_error(what + ": dtype " + dtype + " is not a floating-point weight type megacpp imports (F32, BF16, F16)");
-}
 
 // The parameters a model of `config` has, by name, with their shapes (built on the meta
 // device: no memory).
@@ -73,41 +59,75 @@ const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, con
   return models::family_for_hf_model_type(type->get<std::string>(), path, chosen);
 }
 
+// The checkpoint under `root`; throws naming `flag` when there is none.
+CheckpointReader open_checkpoint(const std::string& root, std::optional<int64_t> step, const std::string& flag) {
+  auto reader = CheckpointReader::open(root, step);
+  if (!reader) throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + tracker_path(root) + ")");
+  return std::move(*reader);
+}
+
+// The base model's weights by megacpp name, as the checkpoint holds them.
+std::map<std::string, at::Tensor> read_weights(const CheckpointReader& reader, const models::ModelConfig& config, bool lora) {
+  std::map<std::string, at::Tensor> weights;
+  for (const auto& [fqn, shape] : expected_parameters(config)) {
+    const std::string key = reader.format().model_key(fqn);
+    if (!reader.tensors().has(key)) {
+      throw std::runtime_error(reader.dir() + ": no tensor '" + fqn + "' (key '" + key + "')" +
+                               (lora ? std::string("; LoRA adapters saved without --lora-save-base hold no base model: give the base "
+                                                   "model's checkpoint with --load and the adapters' with --lora-load")
+                                     : std::string()));
+    }
+    at::Tensor t = reader.tensors().read_tensor(key);
+    if (t.sizes().vec() != shape) {
+      throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
+                               " but the model in args needs " + serialization::shape_string(shape));
+    }
+    weights.emplace(fqn, t);
+  }
+  return weights;
+}
+
 }  // namespace
 
 std::string export_hf(const HfExportOptions& options) {
   if (options.dtype != "float32" && options.dtype != "bfloat16") {
     throw std::invalid_argument("--dtype must be float32 or bfloat16 (got '" + options.dtype + "')");
   }
-  auto reader = CheckpointReader::open(options.load, options.step);
-  if (!reader) throw std::runtime_error("--load " + options.load + " has no checkpoint (no " + tracker_path(options.load) + ")");
-  const auto config_ptr = checkpoint_model(*reader);
+  const bool separate_adapters = !options.lora_load.empty();
+  const CheckpointReader reader = open_checkpoint(options.load, separate_adapters ? std::nullopt : options.step, "--load");
+  const auto config_ptr = checkpoint_model(reader);
   const models::ModelConfig& config = *config_ptr;
   const models::ModelFamily& family = models::model_family(config.model_type());
   const at::ScalarType type = options.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  std::optional<CheckpointReader> lora_reader;
+  if (separate_adapters) lora_reader = open_checkpoint(options.lora_load, options.step, "--lora-load");
+  const CheckpointReader& adapters = lora_reader ? *lora_reader : reader;
+  const models::LoraSettings lora = checkpoint_lora(adapters);
+  if (lora.rank == 0 && (separate_adapters || options.merge_lora)) {
+    throw std::invalid_argument((separate_adapters ? "--lora-load " : "--merge-lora: --load ") +
+                                (separate_adapters ? options.lora_load : options.load) +
+                                " holds no LoRA adapters (its args record no lora_r)");
+  }
+  if (lora.rank > 0 && !options.merge_lora) return export_peft(adapters, config, lora, options.output, type, options.base_model);
 
+  std::map<std::string, at::Tensor> weights = read_weights(reader, config, lora.rank > 0);
+  if (lora.rank > 0) merge_lora(weights, adapters, config, lora);
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // HF name, values (kept alive while writing)
   for (const auto& [fqn, shape] : expected_parameters(config)) {
-    at::Tensor t = reader->tensors().read_tensor(reader->format().model_key(fqn));
-    if (t.sizes().vec() != shape) {
-      throw std::runtime_error(reader->dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
-                               " but the model in args needs " + serialization::shape_string(shape));
-    }
+    at::Tensor t = weights.at(fqn);
     const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
     if (hf.offset != 0.0) t = t.to(at::kFloat) + hf.offset;
     tensors.emplace_back(hf.name, (hf.transposed ? t.t() : t).to(type).contiguous());
   }
   std::vector<std::pair<std::string, serialization::TensorView>> views;
-  for (const auto& [name, t] : tensors) {
-    views.emplace_back(name, serialization::TensorView{safetensors_dtype(t.scalar_type()), t.sizes().vec(),
-                                        static_cast<const uint8_t*>(t.data_ptr()), static_cast<size_t>(t.nbytes())});
-  }
+  for (const auto& [name, t] : tensors) views.emplace_back(name, safetensors_view(t));
   fs::create_directories(options.output);
   const serialization::ShardPlan plan = serialization::save_safetensors_sharded(options.output, views, options.max_shard_bytes);
   serialization::write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
   std::ostringstream summary;
   summary << "exported " << tensors.size() << " tensors (" << options.dtype << ", " << plan.filenames.size() << " file"
-          << (plan.filenames.size() > 1 ? "s" : "") << ") from " << reader->dir() << " to " << options.output;
+          << (plan.filenames.size() > 1 ? "s" : "") << (lora.rank > 0 ? ", LoRA adapters merged" : "") << ") from " << reader.dir()
+          << " to " << options.output;
   return summary.str();
 }
 
@@ -139,7 +159,7 @@ std::string import_hf(const HfImportOptions& options) {
       throw std::runtime_error(what + ": shape " + serialization::shape_string(view.shape) + ", the model of " + config_path + " needs " +
                                serialization::shape_string(hf_shape));
     }
-    at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype, what)));
+    at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(from_safetensors_dtype(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
     if (hf.transposed) t = t.t().contiguous();
     if (hf.offset != 0.0) t = t.to(at::kFloat) - hf.offset;

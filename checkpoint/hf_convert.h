@@ -15,12 +15,18 @@ struct HfExportOptions {
   std::string output;               // the Hugging Face folder to write
   std::string dtype = "float32";    // or "bfloat16"
   uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
+  // LoRA (models/lora.h): the adapters are in `load` or, when given, in `lora_load` (then `step`
+  // is its iteration and `load` gives the base model).
+  std::string lora_load;
+  bool merge_lora = false;  // a plain folder with the adapters merged in; else a PEFT adapter folder
+  std::string base_model;   // the PEFT folder's base_model_name_or_path (default null)
 };
 
 // Writes config.json and model.safetensors (or shards + model.safetensors.index.json) with
 // Hugging Face weight names, as the model family the checkpoint's args name (model_type;
-// llama when absent) maps them. The model's shape comes from the args. Returns a one-line
-// summary.
+// llama when absent) maps them. The model's shape comes from the args. A checkpoint of LoRA
+// adapters gives a PEFT adapter folder (checkpoint/lora_export.h), or with merge_lora the model
+// with the adapters merged in. Returns a one-line summary.
 std::string export_hf(const HfExportOptions& options);
 
 struct HfImportOptions {

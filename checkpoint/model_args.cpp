@@ -1,5 +1,6 @@
 #include "checkpoint/model_args.h"
 
+#include <optional>
 #include <stdexcept>
 
 namespace megacpp::checkpoint {
@@ -13,6 +14,11 @@ serialization::PyValue to_py(const std::string& key, const nlohmann::json& value
     case nlohmann::json::value_t::number_unsigned: return serialization::PyValue::integer(value.get<int64_t>());
     case nlohmann::json::value_t::number_float: return serialization::PyValue::real(value.get<double>());
     case nlohmann::json::value_t::string: return serialization::PyValue::string(value.get<std::string>());
+    case nlohmann::json::value_t::array: {  // argparse's nargs='+' (e.g. MindSpeed's lora_target_modules)
+      std::vector<serialization::PyValue> items;
+      for (const auto& item : value) items.push_back(to_py(key, item));
+      return serialization::PyValue::list(std::move(items));
+    }
     default: throw std::invalid_argument("args field '" + key + "': " + value.dump() + " is not a plain value");
   }
 }
@@ -29,20 +35,39 @@ serialization::PyValue args_namespace(const nlohmann::json& fields, std::vector<
 
 const serialization::PyValue& args_fields(const serialization::PyValue& args) { return args.kind() == serialization::PyValue::Kind::kObject ? args.state() : args; }
 
+namespace {
+
+// A plain value, or a list of them; nothing for other objects.
+std::optional<nlohmann::json> plain_json(const serialization::PyValue& value) {
+  using Kind = serialization::PyValue::Kind;
+  switch (value.kind()) {
+    case Kind::kNone: return nlohmann::json(nullptr);
+    case Kind::kBool: return nlohmann::json(value.as_bool());
+    case Kind::kInt: return nlohmann::json(value.as_int());
+    case Kind::kFloat: return nlohmann::json(value.as_float());
+    case Kind::kString: return nlohmann::json(value.as_string());
+    case Kind::kList: {
+      nlohmann::json items = nlohmann::json::array();
+      for (const auto& item : value.items()) {
+        auto converted = plain_json(item);
+        if (!converted || converted->is_array()) return std::nullopt;
+        items.push_back(*converted);
+      }
+      return items;
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
 nlohmann::json args_json(const serialization::PyValue& args) {
   nlohmann::json out = nlohmann::json::object();
   const serialization::PyValue& fields = args_fields(args);
   if (fields.kind() != serialization::PyValue::Kind::kDict) return out;
   for (const auto& [key, value] : fields.dict_items()) {
     if (key.kind() != serialization::PyValue::Kind::kString) continue;
-    switch (value.kind()) {
-      case serialization::PyValue::Kind::kNone: out[key.as_string()] = nullptr; break;
-      case serialization::PyValue::Kind::kBool: out[key.as_string()] = value.as_bool(); break;
-      case serialization::PyValue::Kind::kInt: out[key.as_string()] = value.as_int(); break;
-      case serialization::PyValue::Kind::kFloat: out[key.as_string()] = value.as_float(); break;
-      case serialization::PyValue::Kind::kString: out[key.as_string()] = value.as_string(); break;
-      default: break;
-    }
+    if (auto converted = plain_json(value)) out[key.as_string()] = *converted;
   }
   return out;
 }

@@ -56,4 +56,26 @@ at::Tensor from_raw(const serialization::RawTensor& raw) {
   return stored.as_strided(raw.sizes, raw.strides, raw.storage_offset).clone();
 }
 
+std::string to_safetensors_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "F32";
+    case at::kBFloat16: return "BF16";
+    case at::kHalf: return "F16";
+    default: throw std::invalid_argument(std::string("no safetensors dtype for ") + c10::toString(type));
+  }
+}
+
+at::ScalarType from_safetensors_dtype(const std::string& dtype, const std::string& what) {
+  if (dtype == "F32") return at::kFloat;
+  if (dtype == "BF16") return at::kBFloat16;
+  if (dtype == "F16") return at::kHalf;
+  throw std::runtime_error(what + ": dtype " + dtype + " is not a floating-point weight type megacpp imports (F32, BF16, F16)");
+}
+
+serialization::TensorView safetensors_view(const at::Tensor& t) {
+  if (!t.is_contiguous() || !t.device().is_cpu()) throw std::invalid_argument("safetensors_view: expected a contiguous CPU tensor");
+  return {to_safetensors_dtype(t.scalar_type()), t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+          static_cast<size_t>(t.nbytes())};
+}
+
 }  // namespace megacpp::checkpoint

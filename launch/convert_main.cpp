@@ -1,5 +1,6 @@
 // megacpp-convert: Hugging Face <-> megacpp checkpoints.
 //   megacpp-convert export --load SAVE [--ckpt-step N] --output HF_DIR [--dtype float32|bfloat16]
+//                          [--lora-load ADAPTERS] [--merge-lora] [--base-model NAME]
 //   megacpp-convert import --input HF_DIR --save SAVE [--ckpt-format torch_dist|torch_dcp] [--model-type NAME]
 // --model-library PATH.so adds the model families a library registers.
 // The work is in checkpoint/hf_convert.h; this file parses flags. Argument errors exit 2,
@@ -20,7 +21,7 @@ using namespace megacpp::checkpoint;
 
 cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-convert", "Convert between megacpp checkpoints and Hugging Face folders.\n"
-                                        "  megacpp-convert export --load SAVE --output HF_DIR [--dtype bfloat16]\n"
+                                        "  megacpp-convert export --load SAVE --output HF_DIR [--dtype bfloat16] [--lora-load ADAPTERS] [--merge-lora]\n"
                                         "  megacpp-convert import --input HF_DIR --save SAVE");
   auto text = [] { return cxxopts::value<std::string>(); };
   o.add_options("export")
@@ -28,7 +29,10 @@ cxxopts::Options make_options() {
       ("ckpt-step", "the iteration to export (default: the latest)", text()->default_value(""))
       ("output", "Hugging Face folder to write", text()->default_value(""))
       ("dtype", "float32 or bfloat16", text()->default_value("float32"))
-      ("max-shard-size", "largest safetensors file in bytes before sharding", text()->default_value("5000000000"));
+      ("max-shard-size", "largest safetensors file in bytes before sharding", text()->default_value("5000000000"))
+      ("lora-load", "LoRA: the adapters' checkpoint root (--load then gives the base model)", text()->default_value(""))
+      ("merge-lora", "LoRA: write the model with the adapters merged in (default: a PEFT adapter folder)")
+      ("base-model", "LoRA: the PEFT folder's base_model_name_or_path", text()->default_value(""));
   o.add_options("import")
       ("input", "Hugging Face folder to import (config.json + safetensors)", text()->default_value(""))
       ("save", "checkpoint root to write SAVE/release/ into", text()->default_value(""))
@@ -89,6 +93,10 @@ int main(int argc, char** argv) {
         if (o.dtype != "float32" && o.dtype != "bfloat16") throw std::invalid_argument("--dtype must be float32 or bfloat16");
         o.max_shard_bytes = static_cast<uint64_t>(parse_int("max-shard-size", r["max-shard-size"].as<std::string>()));
         if (o.max_shard_bytes == 0) throw std::invalid_argument("--max-shard-size must be positive");
+        o.lora_load = r["lora-load"].as<std::string>();
+        o.merge_lora = r["merge-lora"].as<bool>();
+        o.base_model = r["base-model"].as<std::string>();
+        if (o.merge_lora && !o.base_model.empty()) throw std::invalid_argument("--base-model names a PEFT folder's base; --merge-lora writes no PEFT folder");
       } catch (const std::exception& e) {
         std::cerr << "megacpp-convert: " << e.what() << "\n";
         return 2;

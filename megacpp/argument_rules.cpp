@@ -67,13 +67,10 @@ void validate_profile(const TrainingArguments& a) {
   for (int rank : a.profile_ranks) require(rank >= 0, "--profile-ranks must list ranks >= 0");
 }
 
-// LoRA checkpoints (the adapters alone, a base model to start from) are not written or read yet.
 void validate_lora(const TrainingArguments& a) {
   if (a.lora.rank == 0) return;
   models::validate_lora_settings(a.lora);
-  require(a.save.empty() && a.load.empty(),
-          "--lora-rank with --save / --load: LoRA checkpoints (the adapters, a base model to load) are not implemented "
-          "yet; train LoRA without them (--dump-final-params writes the trained weights)");
+  require(!a.lora_save_base || !a.save.empty(), "--lora-save-base needs --save");
 }
 
 }  // namespace
@@ -127,7 +124,7 @@ void validate_arguments(const TrainingArguments& a) {
   require(a.save_interval == 0 || !a.save.empty(), "--save-interval needs --save");
   require(!a.async_save || !a.save.empty(), "--async-save needs --save");
   require(a.ckpt_step >= -1, "--ckpt-step must be an iteration number");
-  require(a.ckpt_step < 0 || !a.load.empty(), "--ckpt-step needs --load");
+  require(a.ckpt_step < 0 || !a.load.empty() || !a.lora_load.empty(), "--ckpt-step needs --load or --lora-load");
   require(!a.finetune || !a.load.empty(), "--finetune needs --load");
   require(!a.exit_on_missing_checkpoint || !a.load.empty(), "--exit-on-missing-checkpoint needs --load");
   require(!a.use_checkpoint_args || !a.load.empty(), "--use-checkpoint-args needs --load");

@@ -130,9 +130,14 @@ void read_lora_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   std::string targets = r["lora-target-modules"].as<std::string>();
   std::replace(targets.begin(), targets.end(), ',', ' ');
   a.lora.target_modules = split_words(targets);
+  a.lora_load = r["lora-load"].as<std::string>();
+  a.lora_save_base = r["lora-save-base"].as<bool>();
+  if (a.lora_save_base && r["lora-ckpt-filter"].as<bool>()) {
+    throw std::invalid_argument("--lora-save-base and --lora-ckpt-filter contradict each other (base weights saved, or the adapters only)");
+  }
   if (a.lora.rank < 0) throw std::invalid_argument("--lora-rank must be >= 0 (0: no LoRA)");
   if (a.lora.rank == 0) {
-    for (const char* flag : {"lora-target-modules", "lora-alpha", "lora-dropout"}) {
+    for (const char* flag : {"lora-target-modules", "lora-alpha", "lora-dropout", "lora-load", "lora-save-base", "lora-ckpt-filter"}) {
       if (r.count(flag) > 0) throw std::invalid_argument("--" + std::string(flag) + " needs --lora-rank > 0");
     }
   }

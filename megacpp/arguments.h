@@ -105,6 +105,8 @@ struct TrainingArguments {
   std::string save;
   int64_t save_interval = 0;  // 0: only at the end of training
   std::string load;
+  std::string lora_load;  // --lora-load: the adapters' checkpoint root (--load then gives the base)
+  bool lora_save_base = false;  // --lora-save-base: --save writes the frozen base weights too
   int64_t ckpt_step = -1;     // -1: the latest
   checkpoint::CheckpointFormat ckpt_format;  // --ckpt-format, torch_dist by default
   bool no_save_optim = false;

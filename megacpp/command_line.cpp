@@ -73,7 +73,11 @@ cxxopts::Options training_options() {
       ("lora-alpha", "LoRA's alpha: adapters are scaled by alpha / rank", cxxopts::value<std::string>()->default_value("32"))
       ("lora-dropout", "dropout on the adapters' input in training", cxxopts::value<std::string>()->default_value("0"))
       ("lora-target-modules", "the Linear layers to adapt, PEFT's names (q_proj,k_proj,v_proj,o_proj,... or all-linear)",
-       cxxopts::value<std::string>()->default_value(""));
+       cxxopts::value<std::string>()->default_value(""))
+      ("lora-load", "resume the adapters (and the optimizer, iteration, RNG) from this checkpoint root; --load gives the base",
+       cxxopts::value<std::string>()->default_value(""))
+      ("lora-save-base", "--save writes the frozen base weights too (default: the adapters only)")
+      ("lora-ckpt-filter", "MindSpeed-LLM's flag for saving the adapters only: the default here");
   o.add_options("data")
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
@@ -114,7 +118,7 @@ cxxopts::Options training_options() {
       ("save", "save checkpoints under this directory (DIR/iter_0000100/)", cxxopts::value<std::string>()->default_value(""))
       ("save-interval", "iterations between checkpoints (one is also saved at the end)", cxxopts::value<std::string>()->default_value("0"))
       ("load", "resume from the latest checkpoint under this directory", cxxopts::value<std::string>()->default_value(""))
-      ("ckpt-step", "with --load: the iteration to load instead of the latest", cxxopts::value<std::string>()->default_value("-1"))
+      ("ckpt-step", "with --load (--lora-load when given): the iteration to load instead of the latest", cxxopts::value<std::string>()->default_value("-1"))
       ("ckpt-format", "torch_dist (Megatron) or torch_dcp (PyTorch DCP)", cxxopts::value<std::string>()->default_value("torch_dist"))
       ("no-save-optim", "do not save the optimizer state")
       ("no-load-optim", "do not load the optimizer state")

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "models/config_keys.h"
 #include "models/layers/linear.h"
 
 namespace megacpp::models {
@@ -26,6 +27,37 @@ std::string last_segment(const std::string& path) {
 
 bool is_lora_parameter(const std::string& name) {
   return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
+}
+
+std::string lora_base_weight(const std::string& lora_name) {
+  for (const char* part : {".lora_A.", ".lora_B."}) {
+    if (const size_t at = lora_name.rfind(part); at != std::string::npos) return lora_name.substr(0, at) + ".weight";
+  }
+  throw std::invalid_argument("'" + lora_name + "' is not a LoRA parameter");
+}
+
+void add_lora_args(const LoraSettings& s, nlohmann::json& args) {
+  if (s.rank == 0) return;
+  args["lora_r"] = s.rank;
+  args["lora_alpha"] = s.alpha;
+  args["lora_dropout"] = s.dropout;
+  args["lora_target_modules"] = s.target_modules;
+}
+
+LoraSettings lora_settings_from_args(const nlohmann::json& args, const std::string& where) {
+  LoraSettings s;
+  const ConfigKeys keys(args, where + " args");
+  if (!keys.get("lora_r")) return s;
+  s.rank = keys.positive("lora_r");
+  s.alpha = keys.number("lora_alpha");
+  s.dropout = keys.number("lora_dropout", 0.0);
+  const nlohmann::json* targets = keys.get("lora_target_modules");
+  if (!targets || !targets->is_array()) keys.fail("lora_target_modules", "expected a list of module names");
+  for (const auto& t : *targets) {
+    if (!t.is_string()) keys.fail("lora_target_modules", "expected a list of module names, got " + targets->dump());
+    s.target_modules.push_back(t.get<std::string>());
+  }
+  return s;
 }
 
 void validate_lora_settings(const LoraSettings& s) {

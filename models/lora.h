@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "models/language_model.h"
 
 namespace megacpp::models {
@@ -33,7 +35,17 @@ void validate_lora_settings(const LoraSettings& settings);
 // Linear names) or a module that is not a Linear.
 std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& settings);
 
+// The settings as a checkpoint's args record them, under MindSpeed-LLM's names (lora_r,
+// lora_alpha, lora_dropout, lora_target_modules); nothing for rank 0.
+void add_lora_args(const LoraSettings& settings, nlohmann::json& args);
+// The settings a checkpoint's args record (rank 0 when they record none); `where` names the
+// checkpoint in errors.
+LoraSettings lora_settings_from_args(const nlohmann::json& args, const std::string& where);
+
 // Whether `name` (a parameter's path) is a LoRA adapter's: "...lora_A.weight" / "...lora_B.weight".
 bool is_lora_parameter(const std::string& name);
+// The Linear weight a LoRA parameter adapts: "x.lora_A.weight" -> "x.weight".
+std::string lora_base_weight(const std::string& lora_name);
+
 
 }  // namespace megacpp::models

@@ -1,8 +1,6 @@
 #include "megacpp/training/checkpointing.h"
 
 #include <cmath>
-#include <unordered_map>
-#include <unordered_set>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
@@ -14,12 +12,11 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
-#include "megacpp/training/checkpoint_compatibility.h"
+#include "megacpp/training/checkpoint_slots.h"
 #include "megacpp/training/lr_schedule.h"
-#include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
-#include "parallel/fsdp/fsdp_param.h"
+#include "models/lora.h"
 
 namespace megacpp::training {
 namespace {
@@ -30,57 +27,6 @@ using checkpoint::flat_key;
 
 // Every rank's generator states: {"rng_state": {"<rank>": {"torch_rng_state": ...}}}.
 checkpoint::StatePath rng_path(int rank) { return {"rng_state", std::to_string(rank)}; }
-
-// One parameter and this rank's rows of it.
-struct ParamSlot {
-  std::string fqn;
-  at::Tensor tensor;  // the sharded fp32 master (or the whole parameter without FSDP)
-  std::vector<int64_t> global_shape, offsets;
-  bool writes = false;  // the one replica that saves these rows
-  size_t group = 0;     // optimizer param group
-};
-
-std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW& optimizer,
-                                   const parallel::DeviceMesh& mesh, int rank) {
-  std::unordered_map<const c10::TensorImpl*, size_t> group_of;
-  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-    for (const auto& p : optimizer.param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
-  }
-  std::vector<ParamSlot> slots;
-  std::unordered_set<const c10::TensorImpl*> seen;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    const at::Tensor& p = item.value();
-    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    ParamSlot slot{item.key(), p, {}, {}, false, 0};
-    if (const auto* fsdp = parallel::fsdp::find_fsdp_param(p)) {
-      const auto& layout = fsdp->layout();
-      slot.global_shape = layout.shape;
-      slot.offsets.assign(layout.shape.size(), 0);
-      slot.offsets[0] = layout.first_row(mesh.fsdp().rank);
-      slot.writes = mesh.ddp().rank == 0 && layout.rows_on(mesh.fsdp().rank) > 0;
-    } else {
-      slot.global_shape = p.sizes().vec();
-      slot.offsets.assign(slot.global_shape.size(), 0);
-      slot.writes = rank == 0;
-    }
-    if (auto it = group_of.find(p.unsafeGetTensorImpl()); it != group_of.end()) slot.group = it->second;
-    slots.push_back(std::move(slot));
-  }
-  return slots;
-}
-
-// The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
-torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p) {
-  auto& state = optimizer.state()[parallel::compat::optimizer_state_key(p)];
-  if (!state) {
-    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-    fresh->step(0);
-    fresh->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-    fresh->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-    state = std::move(fresh);
-  }
-  return static_cast<torch::optim::AdamWParamState&>(*state);
-}
 
 PyValue tensor_value(const at::Tensor& t) {
   return PyValue::tensor(std::make_shared<serialization::RawTensor>(checkpoint::to_raw(t)));
@@ -175,6 +121,7 @@ PyValue args_state(const TrainingArguments& args, const TrainingProgress& progre
   fields["iteration"] = progress.iteration;
   fields["consumed_train_samples"] = progress.consumed_train;
   fields["consumed_valid_samples"] = progress.consumed_valid;
+  models::add_lora_args(args.lora, fields);
   return checkpoint::args_namespace(fields);
 }
 
@@ -197,55 +144,6 @@ LossScalerState grad_scaler_from(const PyValue& state, const std::string& where)
   return {scale->as_float(), int_field(state, "growth_tracker", where), int_field(state, "hysteresis_tracker", where)};
 }
 
-
-// Reads this rank's rows of the tensor at `path` into `dest`, checking the global shape first.
-void load_rows(const checkpoint::DcpReader& reader, const checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& dest) {
-  const std::string key = flat_key(path);
-  const std::string where = reader.dir() + "/.metadata";
-  if (!reader.has(key)) throw std::runtime_error(where + ": the checkpoint has no key '" + key + "' (parameter " + slot.fqn + ")");
-  const auto& entry = reader.metadata().entry(key);
-  if (!entry.is_tensor || entry.size != slot.global_shape) {
-    throw std::runtime_error(where + ": key '" + key + "' has shape " + serialization::shape_string(entry.size) + " in the checkpoint but " +
-                             serialization::shape_string(slot.global_shape) + " in the model");
-  }
-  if (dest.numel() == 0) return;
-  at::Tensor staging = at::empty(dest.sizes(), dest.options().device(at::kCPU));
-  reader.read_block(key, slot.offsets, staging);
-  torch::NoGradGuard no_grad;
-  dest.copy_(staging);
-}
-
-// Refuses a checkpoint of another model: other `args`, or tensors the model does not have.
-void check_model_fits(const TrainingArguments& args, const checkpoint::CheckpointReader& reader,
-                      const std::vector<ParamSlot>& slots) {
-  const UnexpectedKeys policy = parse_dist_ckpt_strictness(args.dist_ckpt_strictness);
-  if (reader.has_object("args")) {
-    try {
-      check_checkpoint_model(checkpoint::args_json(reader.object("args")), *args.model, reader.dir());
-    } catch (const std::runtime_error& e) {
-      if (policy == UnexpectedKeys::kRaise) throw;  // only --finetune allows another policy
-      spdlog::warn("{}; fine-tuning it anyway (--dist-ckpt-strictness {})", e.what(), args.dist_ckpt_strictness);
-    }
-  }
-  const checkpoint::CheckpointFormat format = reader.format();
-  std::vector<std::string> expected;
-  for (const auto& slot : slots) {
-    expected.push_back(format.model_key(slot.fqn));
-    for (const char* state : {"exp_avg", "exp_avg_sq", "step"}) expected.push_back(flat_key(format.optimizer_state(slot.fqn, state)));
-  }
-  for (const auto& key : reader.tensors().metadata().keys()) {
-    if (key.rfind(flat_key({"rng_state"}) + ".", 0) == 0) expected.push_back(key);
-  }
-  const std::vector<std::string> unexpected = unexpected_tensors(reader.tensors(), expected);
-  if (unexpected.empty() || policy == UnexpectedKeys::kIgnore) return;
-  std::string listed;
-  for (size_t i = 0; i < unexpected.size() && i < 5; ++i) listed += (i ? ", " : "") + unexpected[i];
-  if (unexpected.size() > 5) listed += " and " + std::to_string(unexpected.size() - 5) + " more";
-  const std::string what = reader.dir() + " has " + std::to_string(unexpected.size()) + " tensors the model does not have: " + listed;
-  if (policy == UnexpectedKeys::kLog) return spdlog::warn("{} (ignored: --dist-ckpt-strictness {})", what, args.dist_ckpt_strictness);
-  throw std::runtime_error(what + ". Was it saved from another model? To load the tensors the model has and ignore the "
-                                  "others, add --finetune --dist-ckpt-strictness log_unexpected");
-}
 
 }  // namespace
 
@@ -278,10 +176,14 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   const auto slots = param_slots(model, optimizer, mesh_, rank);
   int64_t step = 0;
   for (const auto& slot : slots) {
+    // Under LoRA the frozen base is saved only with --lora-save-base; frozen parameters have no
+    // optimizer state.
+    const bool saves_weights = args_.lora.rank == 0 || slot.adapter || args_.lora_save_base;
+    if (slot.writes && saves_weights) add_block(format.model(slot.fqn), slot, slot.tensor);
+    if (!slot.trainable) continue;
     auto& state = adam_state(optimizer, slot.tensor);
     step = std::max(step, state.step());
     if (slot.writes) {
-      add_block(format.model(slot.fqn), slot, slot.tensor);
       if (with_optimizer) {
         add_block(format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
         add_block(format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
@@ -289,7 +191,9 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
     }
     if (with_optimizer && format.optimizer_groups_per_parameter() && coordinator) {
       // PyTorch keeps AdamW's step as a float32 scalar tensor per parameter.
-      ParamSlot scalar{slot.fqn, {}, {}, {}, true, slot.group};
+      ParamSlot scalar = slot;
+      scalar.global_shape.clear();
+      scalar.offsets.clear();
       add_block(format.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
       const PyValue group = group_hyperparameters(optimizer.param_groups()[slot.group], false, 0);
       for (const auto& [name, value] : group.dict_items()) items.add_flattened(format.param_group(slot.fqn, name.as_string()), value);
@@ -314,58 +218,96 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   saver_->save(std::move(job), async_);
 }
 
-TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
-  if (args_.load.empty()) return {};
+std::optional<checkpoint::CheckpointReader> TrainingCheckpointer::open(const std::string& root, const std::string& flag,
+                                                                       const std::string& otherwise) const {
   std::optional<int64_t> step;
-  if (args_.ckpt_step >= 0) step = args_.ckpt_step;
-  auto reader = checkpoint::CheckpointReader::open(args_.load, step);
-  if (!reader) {
-    if (args_.no_initialization || args_.exit_on_missing_checkpoint) {
-      throw std::runtime_error("--load " + args_.load + " has no checkpoint (no " + checkpoint::tracker_path(args_.load) + ") and " +
-                               (args_.no_initialization ? "--no-initialization leaves the weights uninitialized"
-                                                        : "--exit-on-missing-checkpoint is given"));
+  const bool resumes_from_here = flag == (args_.lora_load.empty() ? "--load" : "--lora-load");
+  if (args_.ckpt_step >= 0 && resumes_from_here) step = args_.ckpt_step;
+  auto reader = checkpoint::CheckpointReader::open(root, step);
+  if (reader) return reader;
+  if (args_.no_initialization || args_.exit_on_missing_checkpoint) {
+    throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + checkpoint::tracker_path(root) + ") and " +
+                             (args_.no_initialization ? "--no-initialization leaves the weights uninitialized"
+                                                      : "--exit-on-missing-checkpoint is given"));
+  }
+  spdlog::warn("{} {}: no checkpoint found (no {}); {}", flag, root, checkpoint::tracker_path(root), otherwise);
+  return std::nullopt;
+}
+
+TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
+  if (args_.load.empty() && args_.lora_load.empty()) return {};
+  const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
+  const bool lora = args_.lora.rank > 0;
+  std::vector<ParamSlot> base, adapters;
+  for (const auto& slot : slots) (slot.adapter ? adapters : base).push_back(slot);
+  std::optional<checkpoint::CheckpointReader> base_reader;
+  if (!args_.load.empty()) {
+    base_reader = open(args_.load, "--load", lora ? "the base model is the one --seed initializes" : "training from scratch");
+  }
+  if (base_reader) {
+    check_model_fits(args_, *base_reader, slots);
+    const auto& tensors = base_reader->tensors();
+    const auto& format = base_reader->format();
+    const bool has_adapters = !adapters.empty() && tensors.has(format.model_key(adapters.front().fqn));
+    if (!base.empty() && !tensors.has(format.model_key(base.front().fqn)) && has_adapters) {
+      throw std::runtime_error("--load " + args_.load + " holds LoRA adapters without their base model (saved without "
+                               "--lora-save-base): give the base model's checkpoint to --load and this one to --lora-load");
     }
-    spdlog::warn("--load {}: no checkpoint found (no {}); training from scratch", args_.load,
-                 checkpoint::tracker_path(args_.load));
+    if (!lora || (has_adapters && args_.lora_load.empty())) {
+      if (lora) check_lora_settings(*base_reader, "--load " + args_.load);
+      return resume(*base_reader, slots, optimizer);
+    }
+    spdlog::info("loading the base model from {} ({})", base_reader->dir(), format.name());
+    for (const auto& slot : base) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
+  }
+  if (!lora) return {};
+  if (args_.lora_load.empty()) {
+    if (args_.no_initialization) {
+      throw std::runtime_error("--no-initialization with --lora-rank: --load " + args_.load + " holds no LoRA adapters, so they "
+                               "would be uninitialized; give the adapters' checkpoint with --lora-load, or drop --no-initialization");
+    }
+    if (base_reader) spdlog::info("lora: {} holds no adapters; they start fresh, at iteration 0", base_reader->dir());
     return {};
   }
-  const bool release = reader->iteration() == checkpoint::kReleaseIteration;
-  const bool model_only = release || args_.finetune;
-  const checkpoint::CheckpointFormat format = reader->format();
-  const auto& tensors = reader->tensors();
-  spdlog::info("loading checkpoint {} ({}{})", reader->dir(), format.name(),
-               model_only ? ", model weights only" : "");
-
-  const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
+  if (args_.load.empty()) {
+    spdlog::warn("--lora-load without --load: the base model is the one --seed initializes; give the base model's checkpoint "
+                 "with --load if the adapters were trained on another");
+  }
+  auto reader = open(args_.lora_load, "--lora-load", "the adapters start fresh");
+  if (!reader) return {};
+  check_lora_settings(*reader, "--lora-load " + args_.lora_load);
   check_model_fits(args_, *reader, slots);
+  return resume(*reader, adapters, optimizer);
+}
+
+void TrainingCheckpointer::check_lora_settings(const checkpoint::CheckpointReader& reader, const std::string& given) const {
+  if (!reader.has_object("args")) return;
+  const models::LoraSettings saved = models::lora_settings_from_args(checkpoint::args_json(reader.object("args")), reader.dir());
+  const std::string where = given + ": ";
+  if (saved.rank == 0) throw std::runtime_error(where + "the checkpoint holds no LoRA adapters (its args record no lora_r)");
+  if (saved.rank != args_.lora.rank || saved.alpha != args_.lora.alpha) {
+    throw std::runtime_error(where + "the adapters were trained with --lora-rank " + std::to_string(saved.rank) + " --lora-alpha " +
+                             fmt::format("{}", saved.alpha) + "; this run has --lora-rank " + std::to_string(args_.lora.rank) +
+                             " --lora-alpha " + fmt::format("{}", args_.lora.alpha));
+  }
+}
+
+// The weights of `slots` and, unless the checkpoint is a release or --finetune, their
+// optimizer state, the RNG states and where training stands.
+TrainingProgress TrainingCheckpointer::resume(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+                                              torch::optim::AdamW& optimizer) {
+  const bool release = reader.iteration() == checkpoint::kReleaseIteration;
+  const bool model_only = release || args_.finetune;
+  const checkpoint::CheckpointFormat format = reader.format();
+  const auto& tensors = reader.tensors();
+  spdlog::info("loading checkpoint {} ({}{})", reader.dir(), format.name(), model_only ? ", model weights only" : "");
   for (const auto& slot : slots) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
   if (model_only) return {};
 
-  const std::string where = reader->dir();
-  const PyValue saved_args = reader->object("args");
+  const std::string where = reader.dir();
+  const PyValue saved_args = reader.object("args");
   const PyValue& fields = checkpoint::args_fields(saved_args);
-  if (!args_.no_load_optim) {
-    if (!slots.empty() && !tensors.has(flat_key(format.optimizer_state(slots.front().fqn, "exp_avg")))) {
-      throw std::runtime_error(where + " holds no optimizer state (saved with --no-save-optim?): add --no-load-optim or --finetune");
-    }
-    std::vector<int64_t> group_steps;
-    if (!format.optimizer_groups_per_parameter()) {
-      for (const auto& group : reader->object("optimizer").find("param_groups")->items()) {
-        group_steps.push_back(int_field(group, "step", where + "/common.pt optimizer.param_groups"));
-      }
-    }
-    for (const auto& slot : slots) {
-      auto& state = adam_state(optimizer, slot.tensor);
-      load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
-      load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
-      if (format.optimizer_groups_per_parameter()) {
-        state.step(static_cast<int64_t>(tensors.read_tensor(flat_key(format.optimizer_state(slot.fqn, "step"))).item<float>()));
-      } else {
-        if (slot.group >= group_steps.size()) throw std::runtime_error(where + "/common.pt: optimizer param group " + std::to_string(slot.group) + " is missing");
-        state.step(group_steps[slot.group]);
-      }
-    }
-  }
+  if (!args_.no_load_optim) load_optimizer(reader, slots, optimizer);
   if (!args_.no_load_rng) {
     const int64_t saved_world = int_field(fields, "world_size", where + " args");
     if (saved_world == runtime_.world_size()) {
@@ -376,19 +318,51 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
     }
   }
   TrainingProgress progress;
-  progress.iteration = reader->iteration();
+  progress.iteration = reader.iteration();
   progress.consumed_train = int_field(fields, "consumed_train_samples", where + " args");
   progress.consumed_valid = int_field(fields, "consumed_valid_samples", where + " args");
-  if (reader->has_object("opt_param_scheduler")) {
-    const PyValue scheduler = reader->object("opt_param_scheduler");
+  if (reader.has_object("opt_param_scheduler")) {
+    const PyValue scheduler = reader.object("opt_param_scheduler");
     if (scheduler.find("num_steps")) progress.skipped_samples = progress.consumed_train - int_field(scheduler, "num_steps", where);
   }
-  if (!args_.no_load_optim && reader->has_object("grad_scaler")) {
-    progress.loss_scaler = grad_scaler_from(reader->object("grad_scaler"), where + " grad_scaler");
+  if (!args_.no_load_optim && reader.has_object("grad_scaler")) {
+    progress.loss_scaler = grad_scaler_from(reader.object("grad_scaler"), where + " grad_scaler");
   }
   spdlog::info("resuming at iteration {} ({} training and {} validation samples consumed)", progress.iteration,
                progress.consumed_train, progress.consumed_valid);
   return progress;
+}
+
+// AdamW's moments and steps of the trainable `slots`.
+void TrainingCheckpointer::load_optimizer(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+                                          torch::optim::AdamW& optimizer) const {
+  const checkpoint::CheckpointFormat format = reader.format();
+  const auto& tensors = reader.tensors();
+  const std::string where = reader.dir();
+  std::vector<ParamSlot> trained;
+  for (const auto& slot : slots) {
+    if (slot.trainable) trained.push_back(slot);
+  }
+  if (!trained.empty() && !tensors.has(flat_key(format.optimizer_state(trained.front().fqn, "exp_avg")))) {
+    throw std::runtime_error(where + " holds no optimizer state (saved with --no-save-optim?): add --no-load-optim or --finetune");
+  }
+  std::vector<int64_t> group_steps;
+  if (!format.optimizer_groups_per_parameter()) {
+    for (const auto& group : reader.object("optimizer").find("param_groups")->items()) {
+      group_steps.push_back(int_field(group, "step", where + "/common.pt optimizer.param_groups"));
+    }
+  }
+  for (const auto& slot : trained) {
+    auto& state = adam_state(optimizer, slot.tensor);
+    load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+    load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+    if (format.optimizer_groups_per_parameter()) {
+      state.step(static_cast<int64_t>(tensors.read_tensor(flat_key(format.optimizer_state(slot.fqn, "step"))).item<float>()));
+    } else {
+      if (slot.group >= group_steps.size()) throw std::runtime_error(where + "/common.pt: optimizer param group " + std::to_string(slot.group) + " is missing");
+      state.step(group_steps[slot.group]);
+    }
+  }
 }
 
 void TrainingCheckpointer::finish() {

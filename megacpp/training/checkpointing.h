@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
 #include "checkpoint/save_lock.h"
 #include "megacpp/arguments.h"
@@ -25,6 +28,8 @@ class DistributedRuntime;
 }  // namespace megacpp::parallel
 
 namespace megacpp::training {
+
+struct ParamSlot;
 
 // Where training stands: what a resumed run continues from.
 struct TrainingProgress {
@@ -50,12 +55,24 @@ class TrainingCheckpointer {
   void save(const TrainingProgress& progress, torch::nn::Module& model, torch::optim::AdamW& optimizer);
   // Loads --load into the (sharded) model and optimizer, each rank reading only its rows.
   // Returns where to resume; zero when there is nothing to load (a warning says so), for
-  // --finetune and for release checkpoints.
+  // --finetune and for release checkpoints. Under LoRA --load gives the base model and the
+  // adapters too when it holds them; --lora-load gives the adapters and where training stands.
   TrainingProgress load(torch::nn::Module& model, torch::optim::AdamW& optimizer);
   // Waits for a background save (call before exiting).
   void finish();
 
  private:
+  // The checkpoint under `root` (given by `flag`); nullopt, after a warning ending with
+  // `otherwise`, when there is none and a run may go on without.
+  std::optional<checkpoint::CheckpointReader> open(const std::string& root, const std::string& flag,
+                                                   const std::string& otherwise) const;
+  TrainingProgress resume(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+                          torch::optim::AdamW& optimizer);
+  void load_optimizer(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+                      torch::optim::AdamW& optimizer) const;
+  // Refuses adapters trained with another rank or alpha; `given` names the flag and root.
+  void check_lora_settings(const checkpoint::CheckpointReader& reader, const std::string& given) const;
+
   const TrainingArguments& args_;
   parallel::DistributedRuntime& runtime_;
   const parallel::DeviceMesh& mesh_;

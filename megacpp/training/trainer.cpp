@@ -195,8 +195,9 @@ class TrainingRun {
     if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
     // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
     // end of the run saves it): --load A --save B with no iterations left converts A.
-    const bool loaded_from_save_dir = !args_.load.empty() && !args_.save.empty() &&
-                                      fs::weakly_canonical(args_.load) == fs::weakly_canonical(args_.save);
+    const std::string& resumed = args_.lora_load.empty() ? args_.load : args_.lora_load;
+    const bool loaded_from_save_dir = !resumed.empty() && !args_.save.empty() &&
+                                      fs::weakly_canonical(resumed) == fs::weakly_canonical(args_.save);
     last_saved_ = loaded_from_save_dir ? progress_.iteration : 0;
   }
 

@@ -10,6 +10,7 @@
 
 #include "models/lora.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/lora_runs.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -20,13 +21,8 @@ using testing::fsdp_flags;
 using testing::train;
 using testing::TrainRun;
 
-const std::string kModel =
-    "--model-type llama --qk-layernorm --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 "
-    "--ffn-hidden-size 48 --mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 "
-    "--seed 5 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 --log-interval 1 --eval-iters 0 --train-iters 10 "
-    "--init-method-std 0.2 ";
-const std::string kLora = kModel + "--lr 1e-2 --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj,k_proj,v_proj,o_proj,"
-                                   "gate_proj,up_proj,down_proj";
+const std::string kModel = testing::kLoraTestModel;
+const std::string kLora = kModel + "--lr 1e-2" + testing::kLoraTestAdapters;
 
 // "sharded grads" and "optimizer state" (MB) of each memory line.
 std::vector<std::pair<double, double>> grads_and_state_mb(const TrainRun& run) {
@@ -108,8 +104,6 @@ TEST(Lora, RefusesWhatItCannotAdaptByName) {
        "'linear_qkv' is Megatron's module name: name the Hugging Face modules it holds (linear_qkv: q_proj,k_proj,v_proj;"},
       {" --lora-rank 4 --lora-dropout 1 --lora-target-modules q_proj", "--lora-dropout must be in [0, 1)"},
       {" --lora-rank 4 --lora-r 8 --lora-target-modules q_proj", "--lora-r and --lora-rank differ; give one"},
-      {" --lora-rank 4 --lora-target-modules q_proj --save " + testing::scratch_dir() + "/ckpt",
-       "--lora-rank with --save / --load: LoRA checkpoints (the adapters, a base model to load) are not implemented yet"},
   };
   for (const auto& [flags, message] : cases) {
     const TrainRun refused = train(1, kModel + "--untie-embeddings-and-output-weights" + flags);

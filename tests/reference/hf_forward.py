@@ -28,7 +28,11 @@ widened exactly; the arithmetic runs in --dtype (float64 by default, so the resu
 math to ~1e-12; float32 is what HF computes for an fp32 model).
 
 Usage: hf_forward.py HF_DIR --tokens 1,2,3 [--tokens 4,5,6 ...] [--out FILE] [--dtype float32|float64]
-                      [--load-balancing-loss-out FILE]
+                      [--load-balancing-loss-out FILE] [--peft ADAPTER_DIR]
+With --peft, the model runs with PEFT's LoRA adapters (peft/tuners/lora/layer.py, Linear.forward):
+every nn.Linear whose module an adapter names computes x W^T + (x A^T) B^T * lora_alpha / r; a
+module that target_modules names (by its last name) without an adapter, or an adapter that names
+no module, is refused.
 Every --tokens is one sequence of the batch (all the same length). The logits [batch, seq, vocab]
 are written to FILE (.npy: numpy.save; any other name: raw little-endian float32, C order), or
 printed as JSON when there is no --out; the load-balancing loss (Qwen3-MoE) to the other FILE as
@@ -127,13 +131,13 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def mlp(w, p, x):
-    gate, up = x @ w(p + "gate_proj.weight").T, x @ w(p + "up_proj.weight").T
-    return (gate / (1.0 + np.exp(-gate)) * up) @ w(p + "down_proj.weight").T
+def mlp(lin, p, x):
+    gate, up = lin(x, p + "gate_proj"), lin(x, p + "up_proj")
+    return lin(gate / (1.0 + np.exp(-gate)) * up, p + "down_proj")
 
 
-def sparse_mlp(cfg, w, p, x, router_logits):
-    logits = x @ w(p + "gate.weight").T  # [b, s, experts]
+def sparse_mlp(cfg, lin, p, x, router_logits):
+    logits = lin(x, p + "gate")  # [b, s, experts]
     router_logits.append(logits.reshape(-1, logits.shape[-1]))
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
@@ -145,7 +149,7 @@ def sparse_mlp(cfg, w, p, x, router_logits):
     for e in range(probs.shape[-1]):
         weight_e = (weights * (chosen == e)).sum(-1, keepdims=True)  # 0 where e was not chosen
         if weight_e.any():
-            out = out + weight_e * mlp(w, p + f"experts.{e}.", x)
+            out = out + weight_e * mlp(lin, p + f"experts.{e}.", x)
     return out
 
 
@@ -159,11 +163,57 @@ def load_balancing_loss(router_logits, top_k):
     return float((one_hot.mean(0) * probs.mean(0)[None, :]).sum() * experts)
 
 
-def forward(cfg, weights, ids, dtype, router_logits):
+def read_peft(directory):
+    """PEFT's LoRA adapters: {module: (lora_A [r, in], lora_B [out, r])}, the scaling, the targets."""
+    path = os.path.join(directory, "adapter_config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type") != "LORA":
+        raise ModelError(f"{path}: peft_type {cfg.get('peft_type')!r} is not LORA")
+    for key, allowed in [("use_dora", False), ("use_rslora", False), ("bias", "none"), ("fan_in_fan_out", False),
+                         ("rank_pattern", {}), ("alpha_pattern", {}), ("modules_to_save", None)]:
+        if cfg.get(key, allowed) != allowed:
+            raise ModelError(f"{path}: key {key!r} = {cfg[key]!r} is not implemented here")
+    with open(os.path.join(directory, "adapter_model.safetensors"), "rb") as f:
+        _, _, entries, _, buffer = safetensors_reader.parse(f.read())
+    factors = {}
+    for name, info in entries.items():
+        begin, end = info["data_offsets"]
+        factors[name] = to_array(info["dtype"], info["shape"], buffer[begin:end])
+    adapters, prefix = {}, "base_model.model."
+    for name in factors:
+        if not name.startswith(prefix) or not name.endswith(".lora_A.weight"):
+            if not name.endswith(".lora_B.weight"):
+                raise ModelError(f"adapter_model.safetensors: {name!r} is no PEFT LoRA weight name")
+            continue
+        module = name[len(prefix):-len(".lora_A.weight")]
+        up = prefix + module + ".lora_B.weight"
+        if up not in factors:
+            raise ModelError(f"adapter_model.safetensors: {name!r} has no {up!r}")
+        adapters[module] = (factors[name], factors[up])
+    if 2 * len(adapters) != len(factors):
+        raise ModelError("adapter_model.safetensors: a lora_B.weight without its lora_A.weight")
+    return adapters, cfg["lora_alpha"] / cfg["r"], set(cfg["target_modules"])
+
+
+def forward(cfg, weights, ids, dtype, router_logits, peft=None):
     def w(name):
         if name not in weights:
             raise ModelError(f"missing weight {name}")
         return weights[name].astype(dtype)
+
+    adapters, scaling, targets = peft or ({}, 0.0, set())
+    used = set()
+
+    def lin(x, module):  # nn.Linear without bias; PEFT's LoRA layer where an adapter names it
+        y = x @ w(module + ".weight").T
+        if module.split(".")[-1] in targets and module not in adapters:
+            raise ModelError(f"target_modules names {module}, which has no adapter")
+        if module in adapters:
+            down, up = adapters[module]
+            used.add(module)
+            y = y + (x @ down.astype(dtype).T) @ up.astype(dtype).T * scaling
+        return y
 
     batch, seq = ids.shape
     heads, kv_heads, d, eps = cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["eps"]
@@ -178,7 +228,7 @@ def forward(cfg, weights, ids, dtype, router_logits):
         x = rms_norm(h, w(p + "input_layernorm.weight"), eps)
 
         def heads_of(name, n, norm=None):  # [b, s, n*d] -> [b, n, s, d]
-            y = (x @ w(p + f"self_attn.{name}.weight").T).reshape(batch, seq, n, d)
+            y = lin(x, p + f"self_attn.{name}").reshape(batch, seq, n, d)
             if norm is not None:
                 y = rms_norm(y, w(p + f"self_attn.{norm}.weight"), eps)
             return y.transpose(0, 2, 1, 3)
@@ -193,12 +243,15 @@ def forward(cfg, weights, ids, dtype, router_logits):
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         attn = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, heads * d)
-        h = h + attn @ w(p + "self_attn.o_proj.weight").T
+        h = h + lin(attn, p + "self_attn.o_proj")
         x = rms_norm(h, w(p + "post_attention_layernorm.weight"), eps)
-        h = h + (sparse_mlp(cfg, w, p + "mlp.", x, router_logits) if cfg["sparse"][i] else mlp(w, p + "mlp.", x))
+        h = h + (sparse_mlp(cfg, lin, p + "mlp.", x, router_logits) if cfg["sparse"][i] else mlp(lin, p + "mlp.", x))
     h = rms_norm(h, w("model.norm.weight"), eps)
     tied = cfg["tied"] and "lm_head.weight" not in weights
-    return h @ w("model.embed_tokens.weight" if tied else "lm_head.weight").T
+    logits = h @ w("model.embed_tokens.weight").T if tied else lin(h, "lm_head")
+    if set(adapters) - used:
+        raise ModelError(f"adapters for modules the model does not have: {sorted(set(adapters) - used)}")
+    return logits
 
 
 def main(argv):
@@ -208,6 +261,7 @@ def main(argv):
     parser.add_argument("--out")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     parser.add_argument("--load-balancing-loss-out")
+    parser.add_argument("--peft", help="a PEFT LoRA adapter folder to run the model with")
     args = parser.parse_args(argv[1:])
     try:
         rows = [[int(t) for t in text.split(",")] for text in args.tokens]
@@ -219,7 +273,8 @@ def main(argv):
         if ids.min() < 0 or ids.max() >= vocab:
             raise ModelError(f"token ids must be in [0, {vocab})")
         cfg, router_logits = read_config(args.hf_dir), []
-        logits = forward(cfg, weights, ids, np.dtype(args.dtype), router_logits).astype(np.float32)
+        peft = read_peft(args.peft) if args.peft else None
+        logits = forward(cfg, weights, ids, np.dtype(args.dtype), router_logits, peft).astype(np.float32)
         if args.load_balancing_loss_out is not None:
             if not router_logits:
                 raise ModelError("--load-balancing-loss-out: the model has no sparse (MoE) layer")

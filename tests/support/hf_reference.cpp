@@ -8,14 +8,17 @@
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/lora_export.h"
+#include "models/lora.h"
 #include "models/registry.h"
 #include "tests/support/command.h"
 
 namespace megacpp::testing {
 
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
-                               const std::string& script, double* load_balancing_loss) {
+                               const std::string& script, double* load_balancing_loss, const std::string& peft_dir) {
   std::string command = reference_script(script) + " " + hf_dir;
+  if (!peft_dir.empty()) command += " --peft " + peft_dir;
   for (const auto& row : tokens) {
     command += " --tokens ";
     for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
@@ -40,12 +43,16 @@ const std::vector<std::vector<int64_t>>& reference_tokens() {
 }
 
 at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
-                             std::vector<models::AuxiliaryLoss>* auxiliary) {
+                             std::vector<models::AuxiliaryLoss>* auxiliary, const std::string& base_root) {
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
+  auto base = base_root.empty() ? reader : checkpoint::CheckpointReader::open(base_root, std::nullopt);
   auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
+  if (const auto lora = checkpoint::checkpoint_lora(*reader); lora.rank > 0) models::apply_lora(*model, lora);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
-    item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
+    const std::string key = reader->format().model_key(item.key());
+    const auto& from = reader->tensors().has(key) ? *reader : *base;
+    item.value().copy_(from.tensors().read_tensor(from.format().model_key(item.key())));
   }
   model->eval();
   std::vector<at::Tensor> rows;

@@ -14,17 +14,20 @@ namespace megacpp::testing {
 // Logits [batch, seq, vocab] of the model in `hf_dir` for `tokens` (batch rows of equal length).
 // `script` is the reference that computes them (tests/reference/: hf_forward.py for Llama / Qwen3,
 // gpt2_forward.py for GPT-2).
-// With `load_balancing_loss` (hf_forward.py, Qwen3-MoE), also transformers' load-balancing loss.
+// With `load_balancing_loss` (hf_forward.py, Qwen3-MoE), also transformers' load-balancing loss;
+// with `peft_dir` (hf_forward.py), the model runs with that PEFT LoRA adapter folder.
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
-                               const std::string& script = "hf_forward.py", double* load_balancing_loss = nullptr);
+                               const std::string& script = "hf_forward.py", double* load_balancing_loss = nullptr,
+                               const std::string& peft_dir = "");
 
 // Two sequences of 12 token ids below 50, for comparing logits.
 const std::vector<std::vector<int64_t>>& reference_tokens();
 
 // megacpp's logits for `tokens` with the model and weights of the checkpoint under `root` (its
-// latest iteration), built as its args describe it and run without dropout; with `auxiliary`, the
-// model's auxiliary losses of that forward too.
+// latest iteration), built as its args describe it (LoRA adapters included) and run without
+// dropout; with `auxiliary`, the model's auxiliary losses of that forward too. Weights `root`
+// does not hold (a LoRA base saved apart) come from the checkpoint under `base_root`.
 at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
-                             std::vector<models::AuxiliaryLoss>* auxiliary = nullptr);
+                             std::vector<models::AuxiliaryLoss>* auxiliary = nullptr, const std::string& base_root = "");
 
 }  // namespace megacpp::testing

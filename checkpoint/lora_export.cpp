@@ -1,0 +1,117 @@
+#include "checkpoint/lora_export.h"
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/model_args.h"
+#include "checkpoint/tensor_convert.h"
+#include "models/registry.h"
+#include "serialization/safetensors.h"
+
+namespace megacpp::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+// The module paths of the Linears `settings` adapt in a model of `config` (built on the meta
+// device: no memory).
+std::vector<std::string> adapted_linears(const models::ModelConfig& config, const models::LoraSettings& settings) {
+  auto model = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  return models::apply_lora(*model, settings);
+}
+
+// An adapter factor (megacpp name), checked against the shape the settings give it.
+at::Tensor read_factor(const CheckpointReader& reader, const std::string& fqn, const std::vector<int64_t>& shape) {
+  const std::string key = reader.format().model_key(fqn);
+  if (!reader.tensors().has(key)) throw std::runtime_error(reader.dir() + ": no LoRA adapter '" + fqn + "' (key '" + key + "')");
+  at::Tensor t = reader.tensors().read_tensor(key);
+  if (t.sizes().vec() != shape) {
+    throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
+                             " but its args' LoRA settings give " + serialization::shape_string(shape));
+  }
+  return t.to(at::kFloat);
+}
+
+struct Adapter {
+  std::string module;  // megacpp's module path
+  at::Tensor down, up;  // lora_A [rank, in], lora_B [out, rank]
+};
+
+std::vector<Adapter> read_adapters(const CheckpointReader& reader, const models::ModelConfig& config,
+                                   const models::LoraSettings& settings) {
+  auto meta = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  const auto shapes = meta->named_parameters(true);
+  std::vector<Adapter> out;
+  for (const std::string& module : adapted_linears(config, settings)) {
+    const std::vector<int64_t> weight = shapes[module + ".weight"].sizes().vec();  // [out, in]
+    out.push_back({module, read_factor(reader, module + ".lora_A.weight", {settings.rank, weight[1]}),
+                   read_factor(reader, module + ".lora_B.weight", {weight[0], settings.rank})});
+  }
+  return out;
+}
+
+nlohmann::json number(double v) {
+  return v == static_cast<double>(static_cast<int64_t>(v)) ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v);
+}
+
+}  // namespace
+
+models::LoraSettings checkpoint_lora(const CheckpointReader& reader) {
+  if (!reader.has_object("args")) return {};
+  return models::lora_settings_from_args(args_json(reader.object("args")), reader.dir());
+}
+
+std::string export_peft(const CheckpointReader& adapters, const models::ModelConfig& config, const models::LoraSettings& settings,
+                        const std::string& output, at::ScalarType dtype, const std::string& base_model) {
+  const models::ModelFamily& family = models::model_family(config.model_type());
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // PEFT name, values (alive while writing)
+  std::set<std::string> targets;
+  bool fan_in_fan_out = false;
+  for (const Adapter& a : read_adapters(adapters, config, settings)) {
+    const models::HfTensorName hf = family.to_hf_tensor(config, a.module + ".weight");
+    const std::string suffix = ".weight";
+    if (hf.offset != 0.0 || hf.name.size() <= suffix.size() || hf.name.compare(hf.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      throw std::runtime_error("'" + a.module + "' is no Linear of the Hugging Face model ('" + hf.name + "'); PEFT cannot name its adapter");
+    }
+    const std::string module = hf.name.substr(0, hf.name.size() - suffix.size());
+    targets.insert(module.substr(module.rfind('.') + 1));
+    fan_in_fan_out = fan_in_fan_out || hf.transposed;  // Conv1D (GPT-2): PEFT's fan_in_fan_out
+    tensors.emplace_back("base_model.model." + module + ".lora_A.weight", a.down.to(dtype).contiguous());
+    tensors.emplace_back("base_model.model." + module + ".lora_B.weight", a.up.to(dtype).contiguous());
+  }
+  std::map<std::string, serialization::TensorView> views;
+  for (const auto& [name, t] : tensors) views.emplace(name, safetensors_view(t));
+  fs::create_directories(output);
+  serialization::write_safetensors((fs::path(output) / "adapter_model.safetensors").string(), views,
+                                   serialization::SafetensorsMetadata{{"format", "pt"}});
+  const nlohmann::json config_json = {
+      {"alpha_pattern", nlohmann::json::object()}, {"auto_mapping", nullptr},
+      {"base_model_name_or_path", base_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(base_model)},
+      {"bias", "none"}, {"fan_in_fan_out", fan_in_fan_out}, {"inference_mode", true}, {"init_lora_weights", true},
+      {"layer_replication", nullptr}, {"layers_pattern", nullptr}, {"layers_to_transform", nullptr},
+      {"loftq_config", nlohmann::json::object()}, {"lora_alpha", number(settings.alpha)}, {"lora_dropout", settings.dropout},
+      {"megatron_config", nullptr}, {"megatron_core", "megatron.core"}, {"modules_to_save", nullptr}, {"peft_type", "LORA"},
+      {"r", settings.rank}, {"rank_pattern", nlohmann::json::object()}, {"revision", nullptr},
+      {"target_modules", std::vector<std::string>(targets.begin(), targets.end())}, {"task_type", "CAUSAL_LM"},
+      {"use_dora", false}, {"use_rslora", false}};
+  serialization::write_file_atomically((fs::path(output) / "adapter_config.json").string(), config_json.dump(2) + "\n");
+  std::ostringstream summary;
+  summary << "exported " << tensors.size() / 2 << " LoRA adapters (rank " << settings.rank << ", " << c10::toString(dtype)
+          << ") from " << adapters.dir() << " to " << output << " as a PEFT folder";
+  return summary.str();
+}
+
+void merge_lora(std::map<std::string, at::Tensor>& weights, const CheckpointReader& adapters, const models::ModelConfig& config,
+                const models::LoraSettings& settings) {
+  const double scaling = settings.alpha / static_cast<double>(settings.rank);
+  for (const Adapter& a : read_adapters(adapters, config, settings)) {
+    at::Tensor& w = weights.at(a.module + ".weight");
+    w = w.to(at::kFloat) + at::matmul(a.up, a.down) * scaling;
+  }
+}
+
+}  // namespace megacpp::checkpoint
