@@ -10,17 +10,17 @@
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
 
-std::optional<CheckpointReader> CheckpointReader::open(const std::string& root, std::optional<int64_t> step) {
+std::optional<CheckpointReader> CheckpointReader::open(const std::string& root, std::optional<int64_t> step, const std::string& flag) {
   std::optional<int64_t> iteration = step ? step : read_tracker(root);
   if (!iteration) return std::nullopt;
   std::string dir = checkpoint_dir(root, *iteration);
   if (!fs::is_directory(dir) && fs::is_directory(previous_copy_dir(dir))) {
-    spdlog::warn("--load: {} is missing but {} is there: a second save of iteration {} was interrupted; loading the "
-                 "earlier copy", dir, previous_copy_dir(dir), *iteration);
+    spdlog::warn("{}: {} is missing but {} is there: a second save of iteration {} was interrupted; loading the "
+                 "earlier copy", flag, dir, previous_copy_dir(dir), *iteration);
     dir = previous_copy_dir(dir);
   }
   if (!fs::is_directory(dir)) {
-    throw std::runtime_error("--load: checkpoint directory " + dir + " does not exist" +
+    throw std::runtime_error(flag + ": checkpoint directory " + dir + " does not exist" +
                              (step ? std::string(" (--ckpt-step ") + std::to_string(*step) + ")" : " (named by " + tracker_path(root) + ")"));
   }
   verify_index_checksums(dir, *iteration);

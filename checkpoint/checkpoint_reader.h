@@ -17,7 +17,9 @@ class CheckpointReader {
   // The checkpoint of iteration `step` (or the tracker's) under `root`; nullopt when `root`
   // has no tracker file and no step is asked for. Throws naming the directory or file when
   // the checkpoint asked for is missing or unreadable.
-  static std::optional<CheckpointReader> open(const std::string& root, std::optional<int64_t> step);
+  // `flag` names the root in messages.
+  static std::optional<CheckpointReader> open(const std::string& root, std::optional<int64_t> step,
+                                              const std::string& flag = "--load");
   // A checkpoint directory itself (iter_N or release).
   explicit CheckpointReader(const std::string& dir, int64_t iteration);
 

@@ -61,7 +61,7 @@ const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, con
 
 // The checkpoint under `root`; throws naming `flag` when there is none.
 CheckpointReader open_checkpoint(const std::string& root, std::optional<int64_t> step, const std::string& flag) {
-  auto reader = CheckpointReader::open(root, step);
+  auto reader = CheckpointReader::open(root, step, flag);
   if (!reader) throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + tracker_path(root) + ")");
   return std::move(*reader);
 }

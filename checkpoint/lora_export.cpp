@@ -10,7 +10,9 @@
 
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
+#include "models/layers/linear.h"
 #include "models/registry.h"
+#include "parallel/module.h"
 #include "serialization/safetensors.h"
 
 namespace megacpp::checkpoint {
@@ -36,6 +38,15 @@ at::Tensor read_factor(const CheckpointReader& reader, const std::string& fqn, c
   return t.to(at::kFloat);
 }
 
+// The Hugging Face module a Linear's weight name belongs to ("x.weight" -> "x").
+std::string hf_module(const models::HfTensorName& hf, const std::string& path) {
+  const std::string suffix = ".weight";
+  if (hf.offset != 0.0 || hf.name.size() <= suffix.size() || hf.name.compare(hf.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    throw std::runtime_error("'" + path + "' is no Linear of the Hugging Face model ('" + hf.name + "'); PEFT cannot name its adapter");
+  }
+  return hf.name.substr(0, hf.name.size() - suffix.size());
+}
+
 struct Adapter {
   std::string module;  // megacpp's module path
   at::Tensor down, up;  // lora_A [rank, in], lora_B [out, rank]
@@ -54,6 +65,31 @@ std::vector<Adapter> read_adapters(const CheckpointReader& reader, const models:
   return out;
 }
 
+// PEFT's target_modules for the adapted Hugging Face modules: a module's last name where every
+// Linear of that name is adapted (PEFT adapts each module whose name ends with ".name"), else the
+// adapted modules' full names.
+std::vector<std::string> peft_targets(const models::ModelConfig& config, const std::set<std::string>& adapted) {
+  const models::ModelFamily& family = models::model_family(config.model_type());
+  auto meta = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  std::map<std::string, std::set<std::string>> linears_named;  // last name -> HF modules
+  for (auto& [path, module] : parallel::named_hookable_modules(*meta)) {
+    if (dynamic_cast<models::Linear*>(module) == nullptr) continue;
+    const std::string hf = hf_module(family.to_hf_tensor(config, path + ".weight"), path);
+    linears_named[hf.substr(hf.rfind('.') + 1)].insert(hf);
+  }
+  std::map<std::string, std::set<std::string>> adapted_named;
+  for (const std::string& hf : adapted) adapted_named[hf.substr(hf.rfind('.') + 1)].insert(hf);
+  std::set<std::string> targets;
+  for (const auto& [name, modules] : adapted_named) {
+    if (modules == linears_named[name]) {
+      targets.insert(name);
+    } else {
+      targets.insert(modules.begin(), modules.end());
+    }
+  }
+  return {targets.begin(), targets.end()};
+}
+
 nlohmann::json number(double v) {
   return v == static_cast<double>(static_cast<int64_t>(v)) ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v);
 }
@@ -69,16 +105,12 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
                         const std::string& output, at::ScalarType dtype, const std::string& base_model) {
   const models::ModelFamily& family = models::model_family(config.model_type());
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // PEFT name, values (alive while writing)
-  std::set<std::string> targets;
+  std::set<std::string> adapted;
   bool fan_in_fan_out = false;
   for (const Adapter& a : read_adapters(adapters, config, settings)) {
     const models::HfTensorName hf = family.to_hf_tensor(config, a.module + ".weight");
-    const std::string suffix = ".weight";
-    if (hf.offset != 0.0 || hf.name.size() <= suffix.size() || hf.name.compare(hf.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      throw std::runtime_error("'" + a.module + "' is no Linear of the Hugging Face model ('" + hf.name + "'); PEFT cannot name its adapter");
-    }
-    const std::string module = hf.name.substr(0, hf.name.size() - suffix.size());
-    targets.insert(module.substr(module.rfind('.') + 1));
+    const std::string module = hf_module(hf, a.module);
+    adapted.insert(module);
     fan_in_fan_out = fan_in_fan_out || hf.transposed;  // Conv1D (GPT-2): PEFT's fan_in_fan_out
     tensors.emplace_back("base_model.model." + module + ".lora_A.weight", a.down.to(dtype).contiguous());
     tensors.emplace_back("base_model.model." + module + ".lora_B.weight", a.up.to(dtype).contiguous());
@@ -96,7 +128,7 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
       {"loftq_config", nlohmann::json::object()}, {"lora_alpha", number(settings.alpha)}, {"lora_dropout", settings.dropout},
       {"megatron_config", nullptr}, {"megatron_core", "megatron.core"}, {"modules_to_save", nullptr}, {"peft_type", "LORA"},
       {"r", settings.rank}, {"rank_pattern", nlohmann::json::object()}, {"revision", nullptr},
-      {"target_modules", std::vector<std::string>(targets.begin(), targets.end())}, {"task_type", "CAUSAL_LM"},
+      {"target_modules", peft_targets(config, adapted)}, {"task_type", "CAUSAL_LM"},
       {"use_dora", false}, {"use_rslora", false}};
   serialization::write_file_atomically((fs::path(output) / "adapter_config.json").string(), config_json.dump(2) + "\n");
   std::ostringstream summary;

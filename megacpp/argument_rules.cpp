@@ -125,8 +125,9 @@ void validate_arguments(const TrainingArguments& a) {
   require(!a.async_save || !a.save.empty(), "--async-save needs --save");
   require(a.ckpt_step >= -1, "--ckpt-step must be an iteration number");
   require(a.ckpt_step < 0 || !a.load.empty() || !a.lora_load.empty(), "--ckpt-step needs --load or --lora-load");
-  require(!a.finetune || !a.load.empty(), "--finetune needs --load");
-  require(!a.exit_on_missing_checkpoint || !a.load.empty(), "--exit-on-missing-checkpoint needs --load");
+  require(!a.finetune || !a.load.empty() || !a.lora_load.empty(), "--finetune needs --load or --lora-load");
+  require(!a.exit_on_missing_checkpoint || !a.load.empty() || !a.lora_load.empty(),
+          "--exit-on-missing-checkpoint needs --load or --lora-load");
   require(!a.use_checkpoint_args || !a.load.empty(), "--use-checkpoint-args needs --load");
   require(training::parse_dist_ckpt_strictness(a.dist_ckpt_strictness) == training::UnexpectedKeys::kRaise || a.finetune,
           "--dist-ckpt-strictness " + a.dist_ckpt_strictness +

@@ -39,7 +39,9 @@ std::string default_tokenizer_type(const cxxopts::ParseResult& r, const data::To
 // flags say. Without a checkpoint the flags stand (Megatron warns), unless
 // --exit-on-missing-checkpoint.
 void use_checkpoint_model(TrainingArguments& a) {
-  const auto reader = checkpoint::CheckpointReader::open(a.load, a.ckpt_step >= 0 ? std::optional<int64_t>(a.ckpt_step) : std::nullopt);
+  // --ckpt-step is the adapters' iteration when --lora-load gives them.
+  const bool step_of_load = a.ckpt_step >= 0 && a.lora_load.empty();
+  const auto reader = checkpoint::CheckpointReader::open(a.load, step_of_load ? std::optional<int64_t>(a.ckpt_step) : std::nullopt);
   if (!reader) {
     if (a.exit_on_missing_checkpoint) {
       throw std::invalid_argument("--use-checkpoint-args: --load " + a.load + " has no checkpoint and --exit-on-missing-checkpoint is given");
@@ -277,6 +279,9 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   read_data_flags(a, r);
   read_engine_flags(a, r);
   read_lora_flags(a, r);
+  std::string frozen = r["freeze-module-prefix"].as<std::string>();
+  std::replace(frozen.begin(), frozen.end(), ',', ' ');
+  a.freeze_module_prefix = split_words(frozen);
   read_output_flags(a, r);
   build_model_config(a, r, line.family);
   return a;

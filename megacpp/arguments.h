@@ -25,6 +25,7 @@ struct TrainingArguments {
   int64_t seq_length = 128;
   double init_method_std = 0.02;
   models::LoraSettings lora;  // --lora-rank > 0: LoRA adapters trained, the rest frozen
+  std::vector<std::string> freeze_module_prefix;  // --freeze-module-prefix (models/freeze.h)
   // batch and schedule
   int64_t micro_batch_size = 1;
   int64_t global_batch_size = 0;  // 0: micro batch x data-parallel size

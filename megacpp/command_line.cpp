@@ -77,7 +77,9 @@ cxxopts::Options training_options() {
       ("lora-load", "resume the adapters (and the optimizer, iteration, RNG) from this checkpoint root; --load gives the base",
        cxxopts::value<std::string>()->default_value(""))
       ("lora-save-base", "--save writes the frozen base weights too (default: the adapters only)")
-      ("lora-ckpt-filter", "MindSpeed-LLM's flag for saving the adapters only: the default here");
+      ("lora-ckpt-filter", "MindSpeed-LLM's flag for saving the adapters only: the default here")
+      ("freeze-module-prefix", "freeze the parameters under these module paths (comma- or space-separated; ROLL's "
+       "model_args.freeze_module_prefix)", cxxopts::value<std::string>()->default_value(""));
   o.add_options("data")
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",

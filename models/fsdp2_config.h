@@ -47,6 +47,10 @@ struct FSDP2Config {
 
   // ROLL's async_save_ckpt: checkpoints are written in the background, as --async-save.
   bool async_save_ckpt = false;
+
+  // ROLL's model_args.freeze_module_prefix (and --freeze-module-prefix): the parameters under
+  // these module paths are frozen (models/freeze.h).
+  std::vector<std::string> freeze_module_prefix;
 };
 
 inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
@@ -61,7 +65,8 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
          a.module_classes_to_wrap == b.module_classes_to_wrap &&
          a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&
          a.wrap_lm_output == b.wrap_lm_output && a.expert_classes_to_wrap == b.expert_classes_to_wrap &&
-         a.apply_expert_patch == b.apply_expert_patch && a.async_save_ckpt == b.async_save_ckpt;
+         a.apply_expert_patch == b.apply_expert_patch && a.async_save_ckpt == b.async_save_ckpt &&
+         a.freeze_module_prefix == b.freeze_module_prefix;
 }
 inline bool operator!=(const FSDP2Config& a, const FSDP2Config& b) { return !(a == b); }
 

@@ -1,5 +1,6 @@
 #include "megacpp/config/fsdp2_config_from_args.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "megacpp/config/fsdp2_config_yaml.h"
@@ -25,6 +26,16 @@ void apply_recompute_flags(const TrainingArguments& args, models::FSDP2Config& c
   config.recompute_num_layers = args.recompute_method == "block" ? args.recompute_num_layers : 0;
 }
 
+// --freeze-module-prefix adds to the YAML's model_args.freeze_module_prefix.
+models::FSDP2Config with_frozen_prefixes(models::FSDP2Config config, const TrainingArguments& args) {
+  for (const auto& prefix : args.freeze_module_prefix) {
+    if (std::find(config.freeze_module_prefix.begin(), config.freeze_module_prefix.end(), prefix) == config.freeze_module_prefix.end()) {
+      config.freeze_module_prefix.push_back(prefix);
+    }
+  }
+  return config;
+}
+
 }  // namespace
 
 models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
@@ -40,7 +51,7 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
   if (args.grad_reduce_in_bf16) defaults.reduce_dtype = c10::kBFloat16;
   if (args.fsdp2_config_path.empty()) {
     apply_recompute_flags(args, defaults);
-    return defaults;
+    return with_frozen_prefixes(defaults, args);
   }
   models::FSDP2Config config = load_fsdp2_config(args.fsdp2_config_path, defaults);
   apply_recompute_flags(args, config);
@@ -54,7 +65,7 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
     throw std::invalid_argument("--grad-reduce-in-bf16 conflicts with reduce_dtype in " + args.fsdp2_config_path +
                                 " (remove one of them)");
   }
-  return config;
+  return with_frozen_prefixes(config, args);
 }
 
 }  // namespace megacpp::config

@@ -103,6 +103,26 @@ c10::optional<c10::ScalarType> optional_dtype(const YAML::Node& node, const std:
   }
 }
 
+// ROLL's model_args (beside strategy_args): freeze_module_prefix, a comma-separated string (as
+// ROLL splits it) or a list.
+void read_model_args(const YAML::Node& node, const std::string& source, models::FSDP2Config& c) {
+  if (node.IsNull()) return;
+  if (!node.IsMap()) fail(source, node, "model_args", std::string("expected a mapping, got ") + node_kind(node));
+  for (const auto& [name, key_node, v] : mapping_items(node, source, "model_args.")) {
+    if (name != "freeze_module_prefix") {
+      fail(source, key_node, "model_args." + name, "unknown key (megacpp reads freeze_module_prefix from model_args; the "
+                                                   "model itself comes from the flags)");
+    }
+    for (const std::string& entry : string_list(v, source, "model_args.freeze_module_prefix", "a prefix string")) {
+      std::stringstream parts(entry);
+      for (std::string prefix; std::getline(parts, prefix, ',');) {
+        const size_t begin = prefix.find_first_not_of(' '), end = prefix.find_last_not_of(' ');
+        if (begin != std::string::npos) c.freeze_module_prefix.push_back(prefix.substr(begin, end - begin + 1));
+      }
+    }
+  }
+}
+
 int non_negative(const YAML::Node& node, const std::string& source, const std::string& key) {
   int value = scalar<int>(node, source, key, "an integer");
   if (value < 0) fail(source, node, key, "must be >= 0");
@@ -123,6 +143,8 @@ YAML::Node strategy_config_of(const YAML::Node& node, const std::string& source,
     } else if (key == "strategy_config") {
       config = value;
       found = true;
+    } else if (key == "model_args" && prefix.empty()) {
+      continue;  // ROLL's model_args beside a top-level strategy_config: read_model_args
     } else {
       fail(source, key_node, prefix + key, "not allowed beside strategy_config (ROLL's layout is strategy_args: "
                                         "{strategy_name, strategy_config}); put the key under strategy_config");
@@ -200,9 +222,12 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
   bool roll_style = false;
   const auto root_items = mapping_items(root, source, "");
   for (const auto& [key, key_node, value] : root_items) {
+    if (key == "model_args") read_model_args(value, source, c);
+  }
+  for (const auto& [key, key_node, value] : root_items) {
     if (key == "strategy_args") {
       for (const auto& other : root_items) {
-        if (other.name != key) {
+        if (other.name != key && other.name != "model_args") {
           fail(source, other.key, other.name, "not allowed beside strategy_args; put it under strategy_args.strategy_config");
         }
       }
@@ -226,7 +251,9 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       seen.emplace(name, key_node);
       if (kRollOnlyKeys.count(name)) roll_style = true;
       // MindSpeed's keys (ROLL shares param_dtype, reduce_dtype and reshard_after_forward).
-      if (name == "sharding_size" || name == "fsdp_size") {
+      if (name == "model_args" && prefix.empty()) {
+        continue;  // read above
+      } else if (name == "sharding_size" || name == "fsdp_size") {
         // MindSpeed's "auto": every rank, as megacpp's -1.
         const bool automatic = v.IsScalar() && v.Scalar() == "auto";
         c.sharding_size = v.IsNull() || automatic ? -1 : scalar<int>(v, source, key, "an integer or auto");
@@ -297,7 +324,8 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         if (size > 1) not_supported(source, key_node, key, "no Ulysses context parallelism", "1");
       } else {
         fail(source, key_node, key, "unknown key (MindSpeed keys: " + std::string(kMindSpeedKeys) +
-                              "; ROLL strategy_config keys: " + std::string(kRollKeys) + ")");
+                              "; ROLL strategy_config keys: " + std::string(kRollKeys) +
+                              "; ROLL's model_args.freeze_module_prefix goes under model_args)");
       }
     }
   }

@@ -223,7 +223,7 @@ std::optional<checkpoint::CheckpointReader> TrainingCheckpointer::open(const std
   std::optional<int64_t> step;
   const bool resumes_from_here = flag == (args_.lora_load.empty() ? "--load" : "--lora-load");
   if (args_.ckpt_step >= 0 && resumes_from_here) step = args_.ckpt_step;
-  auto reader = checkpoint::CheckpointReader::open(root, step);
+  auto reader = checkpoint::CheckpointReader::open(root, step, flag);
   if (reader) return reader;
   if (args_.no_initialization || args_.exit_on_missing_checkpoint) {
     throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + checkpoint::tracker_path(root) + ") and " +
@@ -233,6 +233,24 @@ std::optional<checkpoint::CheckpointReader> TrainingCheckpointer::open(const std
   spdlog::warn("{} {}: no checkpoint found (no {}); {}", flag, root, checkpoint::tracker_path(root), otherwise);
   return std::nullopt;
 }
+
+namespace {
+
+// Whether `reader` holds LoRA adapters: its args record lora_r, or (args without it) it has a
+// tensor of one of `adapters`.
+bool holds_adapters(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters) {
+  if (reader.has_object("args") && checkpoint::args_json(reader.object("args")).contains("lora_r")) return true;
+  for (const auto& slot : adapters) {
+    if (reader.tensors().has(reader.format().model_key(slot.fqn))) return true;
+  }
+  return false;
+}
+
+bool holds_weights(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots) {
+  return !slots.empty() && reader.tensors().has(reader.format().model_key(slots.front().fqn));
+}
+
+}  // namespace
 
 TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
   if (args_.load.empty() && args_.lora_load.empty()) return {};
@@ -246,19 +264,16 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   }
   if (base_reader) {
     check_model_fits(args_, *base_reader, slots);
-    const auto& tensors = base_reader->tensors();
-    const auto& format = base_reader->format();
-    const bool has_adapters = !adapters.empty() && tensors.has(format.model_key(adapters.front().fqn));
-    if (!base.empty() && !tensors.has(format.model_key(base.front().fqn)) && has_adapters) {
+    const bool has_adapters = lora && holds_adapters(*base_reader, adapters);
+    if (has_adapters && !holds_weights(*base_reader, base)) {
       throw std::runtime_error("--load " + args_.load + " holds LoRA adapters without their base model (saved without "
                                "--lora-save-base): give the base model's checkpoint to --load and this one to --lora-load");
     }
     if (!lora || (has_adapters && args_.lora_load.empty())) {
-      if (lora) check_lora_settings(*base_reader, "--load " + args_.load);
+      if (lora) check_lora_settings(*base_reader, adapters, "--load " + args_.load);
       return resume(*base_reader, slots, optimizer);
     }
-    spdlog::info("loading the base model from {} ({})", base_reader->dir(), format.name());
-    for (const auto& slot : base) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
+    load_base(*base_reader, base);
   }
   if (!lora) return {};
   if (args_.lora_load.empty()) {
@@ -269,26 +284,53 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
     if (base_reader) spdlog::info("lora: {} holds no adapters; they start fresh, at iteration 0", base_reader->dir());
     return {};
   }
-  if (args_.load.empty()) {
+  auto reader = open(args_.lora_load, "--lora-load", "the adapters start fresh");
+  if (reader && args_.load.empty() && holds_weights(*reader, base)) {
+    load_base(*reader, base);  // saved with --lora-save-base
+  } else if (args_.load.empty()) {
     spdlog::warn("--lora-load without --load: the base model is the one --seed initializes; give the base model's checkpoint "
                  "with --load if the adapters were trained on another");
   }
-  auto reader = open(args_.lora_load, "--lora-load", "the adapters start fresh");
   if (!reader) return {};
-  check_lora_settings(*reader, "--lora-load " + args_.lora_load);
+  check_lora_settings(*reader, adapters, "--lora-load " + args_.lora_load);
   check_model_fits(args_, *reader, slots);
   return resume(*reader, adapters, optimizer);
 }
 
-void TrainingCheckpointer::check_lora_settings(const checkpoint::CheckpointReader& reader, const std::string& given) const {
-  if (!reader.has_object("args")) return;
-  const models::LoraSettings saved = models::lora_settings_from_args(checkpoint::args_json(reader.object("args")), reader.dir());
+void TrainingCheckpointer::load_base(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& base) const {
+  spdlog::info("loading the base model from {} ({})", reader.dir(), reader.format().name());
+  for (const auto& slot : base) load_rows(reader.tensors(), reader.format().model(slot.fqn), slot, slot.tensor);
+}
+
+void TrainingCheckpointer::check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters,
+                                               const std::string& given) const {
+  const models::LoraSettings saved =
+      reader.has_object("args") ? models::lora_settings_from_args(checkpoint::args_json(reader.object("args")), reader.dir())
+                                : models::LoraSettings{};
   const std::string where = given + ": ";
-  if (saved.rank == 0) throw std::runtime_error(where + "the checkpoint holds no LoRA adapters (its args record no lora_r)");
+  if (saved.rank == 0 && !holds_adapters(reader, adapters)) {
+    throw std::runtime_error(where + "the checkpoint holds no LoRA adapters (its args record no lora_r)");
+  }
+  if (saved.rank == 0) return;  // args from elsewhere: the tensors' shapes are checked as they load
   if (saved.rank != args_.lora.rank || saved.alpha != args_.lora.alpha) {
     throw std::runtime_error(where + "the adapters were trained with --lora-rank " + std::to_string(saved.rank) + " --lora-alpha " +
                              fmt::format("{}", saved.alpha) + "; this run has --lora-rank " + std::to_string(args_.lora.rank) +
                              " --lora-alpha " + fmt::format("{}", args_.lora.alpha));
+  }
+  // The same adapted layers, however the targets were spelled (all-linear, a list).
+  size_t saved_adapters = 0, matching = 0;
+  for (const auto& key : reader.tensors().metadata().keys()) {
+    if (models::is_lora_parameter(key) && key.rfind(reader.format().model_key(""), 0) == 0 &&
+        key.find("optim") == std::string::npos) {
+      ++saved_adapters;
+    }
+  }
+  for (const auto& slot : adapters) matching += reader.tensors().has(reader.format().model_key(slot.fqn)) ? 1 : 0;
+  if (matching != adapters.size() || saved_adapters != adapters.size()) {
+    throw std::runtime_error(where + "the adapters were trained on --lora-target-modules " +
+                             fmt::format("{}", fmt::join(saved.target_modules, ",")) + " (" + std::to_string(saved_adapters / 2) +
+                             " layers); this run adapts " + fmt::format("{}", fmt::join(args_.lora.target_modules, ",")) + " (" +
+                             std::to_string(adapters.size() / 2) + " layers)");
   }
 }
 

@@ -70,8 +70,11 @@ class TrainingCheckpointer {
                           torch::optim::AdamW& optimizer);
   void load_optimizer(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
                       torch::optim::AdamW& optimizer) const;
-  // Refuses adapters trained with another rank or alpha; `given` names the flag and root.
-  void check_lora_settings(const checkpoint::CheckpointReader& reader, const std::string& given) const;
+  void load_base(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& base) const;
+  // Refuses a checkpoint without adapters, or adapters of another rank, alpha or set of layers;
+  // `given` names the flag and root.
+  void check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters,
+                           const std::string& given) const;
 
   const TrainingArguments& args_;
   parallel::DistributedRuntime& runtime_;

@@ -34,6 +34,7 @@
 #include "megacpp/training/parameter_dump.h"
 #include "megacpp/training/step_health.h"
 #include "megacpp/training/training_data.h"
+#include "models/freeze.h"
 #include "models/lora.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
@@ -160,6 +161,7 @@ class TrainingRun {
     const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
     if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
+    if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
   }
 
   // Without meta init the full weights are initialized before sharding; with it, once the

@@ -89,6 +89,9 @@ TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
   const TrainRun hsdp = train(4, kLora + " --load " + full +
                                      testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n"));
   expect_losses_of(whole, hsdp, 5, 5, "--load of adapters saved with their base, HSDP 2x2");
+  const TrainRun own_base = train(1, kLora + " --lora-load " + full);
+  EXPECT_TRUE(contains(own_base, "loading the base model from " + full)) << own_base.result.output;
+  expect_losses_of(whole, own_base, 5, 5, "--lora-load alone of adapters saved with their base");
 
   // What cannot be resumed is refused by name.
   const std::vector<std::pair<std::string, std::string>> refused = {
@@ -97,6 +100,9 @@ TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
       {kLora + " --lora-alpha 16 --load " + base + " --lora-load " + adapters,
        "the adapters were trained with --lora-rank 4 --lora-alpha 8; this run has --lora-rank 4 --lora-alpha 16"},
       {kLora + " --load " + base + " --lora-load " + base, "--lora-load " + base + ": the checkpoint holds no LoRA adapters"},
+      {kModel + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj --load " + base + " --lora-load " + adapters,
+       "the adapters were trained on --lora-target-modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (14 layers); "
+       "this run adapts q_proj (2 layers)"},
       {kLora + " --lora-save-base", "--lora-save-base needs --save"},
       {kModel + " --lora-load " + adapters, "--lora-load needs --lora-rank > 0"},
   };
@@ -107,8 +113,9 @@ TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
   }
 }
 
-// The names and shapes PEFT writes for target_modules ["q_proj", "v_proj", "down_proj"], rank 4,
-// on this Qwen3-style model (hidden 32, 4 heads and 2 KV heads of 8, MLP 48, 2 layers).
+// The names and shapes PEFT writes for target_modules ["model.layers.0.self_attn.q_proj",
+// "v_proj", "down_proj"], rank 4, on this Qwen3-style model (hidden 32, 4 heads and 2 KV heads of
+// 8, MLP 48, 2 layers).
 const std::map<std::string, std::vector<int64_t>> kPeftTensors = {
     {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", {4, 32}},
     {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", {32, 4}},
@@ -116,8 +123,6 @@ const std::map<std::string, std::vector<int64_t>> kPeftTensors = {
     {"base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight", {16, 4}},
     {"base_model.model.model.layers.0.mlp.down_proj.lora_A.weight", {4, 48}},
     {"base_model.model.model.layers.0.mlp.down_proj.lora_B.weight", {32, 4}},
-    {"base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight", {4, 32}},
-    {"base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight", {32, 4}},
     {"base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight", {4, 32}},
     {"base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight", {16, 4}},
     {"base_model.model.model.layers.1.mlp.down_proj.lora_A.weight", {4, 48}},
@@ -129,13 +134,13 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs()
 TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   const std::string dir = testing::scratch_dir();
   const std::string base = train_base(dir), adapters = dir + "/adapters";
-  const TrainRun run = train(1, kModel + "--lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj v_proj down_proj --load " + base +
+  const TrainRun run = train(1, kModel + "--lora-rank 4 --lora-alpha 8 --lora-target-modules layers.0.self_attn.q_proj v_proj down_proj --load " + base +
                                     " --save " + adapters);
   expect_trained(run, 10);
 
   const auto peft = convert("export --load " + adapters + " --output " + dir + "/peft --base-model tiny-qwen3");
   ASSERT_EQ(peft.status, 0) << peft.output;
-  EXPECT_NE(peft.output.find("exported 6 LoRA adapters (rank 4, Float)"), std::string::npos) << peft.output;
+  EXPECT_NE(peft.output.find("exported 5 LoRA adapters (rank 4, Float)"), std::string::npos) << peft.output;
   const nlohmann::json config = nlohmann::json::parse(testing::read_file(dir + "/peft/adapter_config.json"));
   EXPECT_EQ(config["peft_type"], "LORA");
   EXPECT_EQ(config["task_type"], "CAUSAL_LM");
@@ -144,7 +149,8 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   EXPECT_EQ(config["lora_dropout"], 0.0);
   EXPECT_EQ(config["bias"], "none");
   EXPECT_EQ(config["base_model_name_or_path"], "tiny-qwen3");
-  EXPECT_EQ(config["target_modules"], nlohmann::json({"down_proj", "q_proj", "v_proj"}));
+  // q_proj of layer 0 only: by its full name, so that PEFT does not adapt layer 1's too.
+  EXPECT_EQ(config["target_modules"], nlohmann::json({"down_proj", "model.layers.0.self_attn.q_proj", "v_proj"}));
   const auto file = serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors");
   EXPECT_EQ(file.metadata(), (serialization::SafetensorsMetadata{{"format", "pt"}}));
   std::map<std::string, std::vector<int64_t>> written;

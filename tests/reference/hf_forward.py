@@ -30,9 +30,9 @@ math to ~1e-12; float32 is what HF computes for an fp32 model).
 Usage: hf_forward.py HF_DIR --tokens 1,2,3 [--tokens 4,5,6 ...] [--out FILE] [--dtype float32|float64]
                       [--load-balancing-loss-out FILE] [--peft ADAPTER_DIR]
 With --peft, the model runs with PEFT's LoRA adapters (peft/tuners/lora/layer.py, Linear.forward):
-every nn.Linear whose module an adapter names computes x W^T + (x A^T) B^T * lora_alpha / r; a
-module that target_modules names (by its last name) without an adapter, or an adapter that names
-no module, is refused.
+every nn.Linear that target_modules names (PEFT's rule: the module's name or a suffix after a dot;
+a string is a regular expression of the whole name) computes x W^T + (x A^T) B^T * lora_alpha / r;
+a named module without an adapter, or an adapter no named module uses, is refused.
 Every --tokens is one sequence of the batch (all the same length). The logits [batch, seq, vocab]
 are written to FILE (.npy: numpy.save; any other name: raw little-endian float32, C order), or
 printed as JSON when there is no --out; the load-balancing loss (Qwen3-MoE) to the other FILE as
@@ -42,6 +42,7 @@ does not implement. Exit status 0 on success; otherwise the reason on stderr and
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -193,7 +194,12 @@ def read_peft(directory):
         adapters[module] = (factors[name], factors[up])
     if 2 * len(adapters) != len(factors):
         raise ModelError("adapter_model.safetensors: a lora_B.weight without its lora_A.weight")
-    return adapters, cfg["lora_alpha"] / cfg["r"], set(cfg["target_modules"])
+    targets = cfg["target_modules"]
+    if isinstance(targets, str):  # PEFT: a regular expression the whole module name must match
+        matches = lambda module: re.fullmatch(targets, module) is not None  # noqa: E731
+    else:  # PEFT: the name itself or a suffix after a dot
+        matches = lambda module: any(module == t or module.endswith("." + t) for t in targets)  # noqa: E731
+    return adapters, cfg["lora_alpha"] / cfg["r"], matches
 
 
 def forward(cfg, weights, ids, dtype, router_logits, peft=None):
@@ -202,14 +208,14 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None):
             raise ModelError(f"missing weight {name}")
         return weights[name].astype(dtype)
 
-    adapters, scaling, targets = peft or ({}, 0.0, set())
+    adapters, scaling, targeted = peft or ({}, 0.0, lambda module: False)
     used = set()
 
-    def lin(x, module):  # nn.Linear without bias; PEFT's LoRA layer where an adapter names it
+    def lin(x, module):  # nn.Linear without bias; PEFT's LoRA layer where target_modules names it
         y = x @ w(module + ".weight").T
-        if module.split(".")[-1] in targets and module not in adapters:
-            raise ModelError(f"target_modules names {module}, which has no adapter")
-        if module in adapters:
+        if targeted(module) and module not in adapters:
+            raise ModelError(f"target_modules names {module}, which has no adapter (PEFT would start it untrained)")
+        if targeted(module):
             down, up = adapters[module]
             used.add(module)
             y = y + (x @ down.astype(dtype).T) @ up.astype(dtype).T * scaling
@@ -250,7 +256,8 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None):
     tied = cfg["tied"] and "lm_head.weight" not in weights
     logits = h @ w("model.embed_tokens.weight").T if tied else lin(h, "lm_head")
     if set(adapters) - used:
-        raise ModelError(f"adapters for modules the model does not have: {sorted(set(adapters) - used)}")
+        raise ModelError(f"adapters that target_modules does not name, or for modules the model does not have (PEFT "
+                         f"ignores them): {sorted(set(adapters) - used)}")
     return logits
 
 

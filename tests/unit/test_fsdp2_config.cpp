@@ -201,6 +201,26 @@ ulysses_size: 1
   EXPECT_FALSE(parse_fsdp2_config("fsdp_size: 2\nsub_modules_to_wrap: [norm]\n", "cfg.yaml").wrap_default_module_classes);
 }
 
+// ROLL's model_args.freeze_module_prefix, beside either form of the strategy keys: a
+// comma-separated string (ROLL splits it) or a list.
+TEST(RollStrategyConfig, ReadsModelArgsFreezePrefixes) {
+  EXPECT_EQ(parse_fsdp2_config("model_args:\n  freeze_module_prefix: vision_tower, layers.0\nsharding_size: 2\n", "cfg.yaml")
+                .freeze_module_prefix,
+            (Strings{"vision_tower", "layers.0"}));
+  EXPECT_EQ(parse_fsdp2_config("model_args:\n  freeze_module_prefix: [a, b]\nstrategy_args:\n  strategy_name: fsdp2_train\n"
+                               "  strategy_config:\n    fsdp_size: 2\n",
+                               "cfg.yaml")
+                .freeze_module_prefix,
+            (Strings{"a", "b"}));
+  EXPECT_EQ(parse_fsdp2_config("strategy_config:\n  fsdp_size: 2\nmodel_args:\n  freeze_module_prefix: a\n", "cfg.yaml")
+                .freeze_module_prefix,
+            (Strings{"a"}));
+  EXPECT_EQ(error_of("model_args:\n  model_name_or_path: x\n"),
+            "cfg.yaml:2: key 'model_args.model_name_or_path': unknown key (megacpp reads freeze_module_prefix from model_args; "
+            "the model itself comes from the flags)");
+  EXPECT_EQ(error_of("strategy_config:\n  model_args: {freeze_module_prefix: a}\n").find("cfg.yaml:2: key 'strategy_config.model_args': unknown key"), 0u);
+}
+
 TEST(RollStrategyConfig, ReadsStrategyNesting) {
   const std::string keys = "fsdp_size: 2\nparam_dtype: bf16\nwrap_policy:\n  transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n";
   auto indent = [](const std::string& text, const std::string& pad) {

@@ -1,0 +1,74 @@
+// Freezing modules by prefix (models/freeze.h): ROLL's model_args.freeze_module_prefix in the
+// YAML or --freeze-module-prefix. The frozen parameters come out of training bit for bit as they
+// went in, hold no gradient and no optimizer state (memory line), and the losses are the same on
+// one rank without FSDP, FSDP on 2 and 4 ranks and HSDP.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/support/distributed_test.h"
+#include "tests/support/lora_runs.h"
+#include "tests/support/train_run.h"
+
+namespace megacpp {
+namespace {
+
+using testing::fsdp_flags;
+using testing::train;
+using testing::TrainRun;
+
+const std::string kModel = testing::kLoraTestModel + "--lr 1e-2 --untie-embeddings-and-output-weights ";
+
+bool frozen(const std::string& name) { return name.rfind("layers.0.", 0) == 0 || name.rfind("embed_tokens.", 0) == 0; }
+
+double optimizer_state_mb(const TrainRun& run) {
+  static const std::regex line(R"(optimizer state: ([0-9.]+))");
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(run.result.output, m, line)) << run.result.output;
+  return m.empty() ? 0.0 : std::stod(m[1]);
+}
+
+TEST(Freeze, FrozenPrefixesStayAsTheyWereOnEveryLayout) {
+  const std::string dir = testing::scratch_dir();
+  const std::string flag = " --freeze-module-prefix layers.0,embed_tokens";
+  const TrainRun one = train(1, kModel + flag + " --dump-final-params " + dir + "/trained.pt");
+  testing::expect_trained(one, 10);
+  EXPECT_NE(one.result.output.find("freeze: layers.0, embed_tokens ("), std::string::npos) << one.result.output;
+  const std::string by_roll = fsdp_flags(dir, "roll.yaml",
+                                         "model_args:\n  freeze_module_prefix: layers.0, embed_tokens\nstrategy_args:\n"
+                                         "  strategy_name: fsdp2_train\n  strategy_config:\n    fsdp_size: 2\n");
+  const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}', embed_tokens]\n");
+  const std::string hsdp = fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
+  testing::expect_same_losses(one, train(2, kModel + by_roll), "ROLL's model_args on 2 ranks", 1e-5);
+  testing::expect_same_losses(one, train(4, kModel + flag + layers), "FSDP on 4 ranks, frozen groups of their own", 1e-5);
+  testing::expect_same_losses(one, train(4, kModel + flag + hsdp), "HSDP 2x2", 1e-5);
+
+  // Bit for bit as initialized (a run with --lr 0 has the initial weights); the rest moved.
+  ASSERT_EQ(train(1, kModel + flag + " --lr 0 --dump-final-params " + dir + "/initial.pt").result.status, 0);
+  const auto initial = testing::read_tensor_dict(dir + "/initial.pt"), trained = testing::read_tensor_dict(dir + "/trained.pt");
+  int64_t trainable = 0;
+  for (const auto& [name, tensor] : initial) {
+    EXPECT_EQ(tensor.equal(trained.at(name)), frozen(name)) << name;
+    if (!frozen(name)) trainable += tensor.numel();
+  }
+  // AdamW's two moments for the trainable parameters only; unfrozen, for all of them.
+  EXPECT_NEAR(optimizer_state_mb(one), 2.0 * trainable * 4 / (1024 * 1024), 1e-3);
+  const TrainRun unfrozen = train(1, kModel);
+  EXPECT_GT(optimizer_state_mb(unfrozen), optimizer_state_mb(one) + 0.01);
+}
+
+TEST(Freeze, RefusesPrefixesThatFreezeNothingOrEverything) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --freeze-module-prefix layer",
+       "freeze_module_prefix: 'layer' names no parameter of the model (its top-level modules: embed_tokens, layers, norm, lm_head)"},
+      {" --freeze-module-prefix embed_tokens,layers,norm,lm_head", "leaves no parameter to train"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const TrainRun refused = train(1, kModel + flags);
+    EXPECT_NE(refused.result.status, 0) << flags;
+    EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
+  }
+}
+
+}  // namespace
+}  // namespace megacpp
