@@ -192,5 +192,35 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   }
 }
 
+// Qwen3-MoE: adapters on every expert's gate_proj (and q_proj), saved with their base; the merged
+// folder and the base with PEFT's adapters give the adapted model's logits.
+TEST(LoraCheckpoint, ExportsMixtureOfExpertsAdapters) {
+  const std::string dir = testing::scratch_dir();
+  const std::string moe = kModel + "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 ";
+  ASSERT_EQ(train(1, moe + "--train-iters 2 --save " + dir + "/base").result.status, 0);
+  const TrainRun run = train(1, moe + "--lora-rank 2 --lora-alpha 4 --lora-target-modules q_proj gate_proj --load " + dir +
+                                    "/base --save " + dir + "/full --lora-save-base");
+  expect_trained(run, 10);
+  for (const std::string& flags : {"--load " + dir + "/base --output " + dir + "/base_hf",
+                                   "--load " + dir + "/full --output " + dir + "/peft",
+                                   "--load " + dir + "/full --merge-lora --output " + dir + "/merged"}) {
+    const auto exported = convert("export " + flags);
+    ASSERT_EQ(exported.status, 0) << flags << "\n" << exported.output;
+  }
+  const nlohmann::json config = nlohmann::json::parse(testing::read_file(dir + "/peft/adapter_config.json"));
+  EXPECT_EQ(config["target_modules"], nlohmann::json({"gate_proj", "q_proj"})) << "every expert's gate_proj, not the router";
+  EXPECT_TRUE(serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors")
+                  .contains("base_model.model.model.layers.1.mlp.experts.3.gate_proj.lora_B.weight"));
+  const auto& tokens = testing::reference_tokens();
+  const at::Tensor ours = testing::checkpoint_logits(dir + "/full", tokens);
+  const int64_t vocab = ours.size(-1);
+  const at::Tensor with_peft = testing::hf_reference_logits(dir + "/base_hf", tokens, vocab, "hf_forward.py", nullptr, dir + "/peft");
+  const at::Tensor merged = testing::hf_reference_logits(dir + "/merged", tokens, vocab);
+  std::cout << "Qwen3-MoE: max |megacpp - base + PEFT| = " << max_diff(ours, with_peft) << ", |merged - base + PEFT| = "
+            << max_diff(merged, with_peft) << std::endl;
+  EXPECT_LE(max_diff(ours, with_peft), 1e-4);
+  EXPECT_LE(max_diff(merged, with_peft), 1e-4);
+}
+
 }  // namespace
 }  // namespace megacpp
