@@ -15,7 +15,12 @@ bool under(const std::string& name, const std::string& prefix) {
 
 }  // namespace
 
-void freeze_module_prefixes(LanguageModel& model, const std::vector<std::string>& prefixes) {
+void freeze_module_prefixes(LanguageModel& model, const std::vector<std::string>& given) {
+  std::vector<std::string> prefixes;
+  for (std::string prefix : given) {
+    while (!prefix.empty() && prefix.back() == '.') prefix.pop_back();  // ROLL's "vision_model." style
+    prefixes.push_back(prefix);
+  }
   const auto params = model.named_parameters(/*recurse=*/true);
   for (const std::string& prefix : prefixes) {
     bool found = false;

@@ -11,10 +11,11 @@
 
 namespace megacpp::models {
 
-// Freezes the parameters whose path is a prefix or lies under it ("vision_tower" freezes
-// vision_tower.*; unlike ROLL's plain startswith, "layers.1" does not freeze layers.10). Returns
-// how many parameters (elements) it froze. Throws std::invalid_argument naming a prefix that
-// matches no parameter (listing the model's top-level modules), or when nothing is left to train.
+// Freezes the parameters whose path (megacpp's module path, e.g. layers.0 or embed_tokens) is a
+// prefix or lies under it ("layers.0" freezes layers.0.*; unlike ROLL's plain startswith,
+// "layers.1" does not freeze layers.10; a trailing "." is ignored). Throws std::invalid_argument
+// naming a prefix that matches no parameter (listing the model's top-level modules), or when
+// nothing is left to train.
 void freeze_module_prefixes(LanguageModel& model, const std::vector<std::string>& prefixes);
 
 }  // namespace megacpp::models

@@ -107,7 +107,10 @@ c10::optional<c10::ScalarType> optional_dtype(const YAML::Node& node, const std:
 // ROLL splits it) or a list.
 void read_model_args(const YAML::Node& node, const std::string& source, models::FSDP2Config& c) {
   if (node.IsNull()) return;
-  if (!node.IsMap()) fail(source, node, "model_args", std::string("expected a mapping, got ") + node_kind(node));
+  if (!node.IsMap()) {
+    fail(source, node, "model_args",
+         "expected a mapping, got " + (node.IsScalar() ? "'" + node.Scalar() + "'" : std::string(node_kind(node))));
+  }
   for (const auto& [name, key_node, v] : mapping_items(node, source, "model_args.")) {
     if (name != "freeze_module_prefix") {
       fail(source, key_node, "model_args." + name, "unknown key (megacpp reads freeze_module_prefix from model_args; the "
