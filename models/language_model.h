@@ -18,7 +18,9 @@ struct AuxiliaryLoss {
 class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightInitMixin {
  public:
   using parallel::Module::Module;
-  // forward: ids [batch, seq] int64 -> logits [batch, seq, vocab]
+  // forward: ids [batch, seq] int64 -> logits [batch, seq, vocab]. A model that a multimodal
+  // model can hold also takes {ids, inputs_embeds [batch, seq, hidden]} (Hugging Face's
+  // inputs_embeds: the embeddings of input_embeddings_path() with other features spliced in).
   virtual int64_t vocab_size() const = 0;
   virtual double flops_per_token(int64_t seq_length) const = 0;
 

@@ -45,14 +45,22 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
   }
 }
 
-at::Tensor LlamaModel::forward(const at::Tensor& ids) {
+parallel::Module::Tensors LlamaModel::forward_tensors(const Tensors& inputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 2, "LlamaModel takes token ids and optionally their embeddings, got ",
+              inputs.size(), " tensors");
+  const at::Tensor& ids = inputs[0];
   TORCH_CHECK(ids.dim() == 2, "LlamaModel expects token ids [batch, seq], got ", ids.sizes());
   TORCH_CHECK(config_.max_position_embeddings <= 0 || ids.size(1) <= config_.max_position_embeddings,
               "sequence of ", ids.size(1), " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
-  at::Tensor h = (*embed_tokens_)(ids);
+  const bool given = inputs.size() == 2 && inputs[1].defined();  // Hugging Face's inputs_embeds
+  TORCH_CHECK(!given || (inputs[1].dim() == 3 && inputs[1].size(0) == ids.size(0) && inputs[1].size(1) == ids.size(1) &&
+                         inputs[1].size(2) == config_.hidden_size),
+              "LlamaModel: inputs_embeds must be [", ids.size(0), ", ", ids.size(1), ", ", config_.hidden_size, "], got ",
+              inputs[1].sizes());
+  at::Tensor h = given ? inputs[1] : (*embed_tokens_)(ids);
   for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(h);
   h = (*norm_)(h);
-  return lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight());
+  return {lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight())};
 }
 
 std::vector<AuxiliaryLoss> LlamaModel::auxiliary_losses() const {

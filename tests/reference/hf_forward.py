@@ -58,7 +58,11 @@ class ModelError(Exception):
 def read_config(directory):
     path = os.path.join(directory, "config.json")
     with open(path) as f:
-        cfg = json.load(f)
+        return parse_config(json.load(f), path)
+
+
+def parse_config(cfg, path):
+    """The settings forward() needs, from a text model's config (path names it in errors)."""
     model_type = cfg.get("model_type")
     if model_type not in ("llama", "qwen3", "qwen3_moe"):
         raise ModelError(f"{path}: model_type {model_type!r} is not llama, qwen3 or qwen3_moe")
@@ -202,7 +206,8 @@ def read_peft(directory):
     return adapters, cfg["lora_alpha"] / cfg["r"], matches
 
 
-def forward(cfg, weights, ids, dtype, router_logits, peft=None):
+def forward(cfg, weights, ids, dtype, router_logits, peft=None, embeds=None):
+    """Logits for ids; embeds [batch, seq, hidden], when given, replace embed_tokens[ids] (inputs_embeds)."""
     def w(name):
         if name not in weights:
             raise ModelError(f"missing weight {name}")
@@ -228,7 +233,7 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None):
     emb = np.concatenate([freqs, freqs], axis=-1)  # [seq, d]
     cos, sin = np.cos(emb), np.sin(emb)
     mask = np.triu(np.full((seq, seq), -np.inf, dtype=dtype), 1)
-    h = w("model.embed_tokens.weight")[ids]
+    h = w("model.embed_tokens.weight")[ids] if embeds is None else embeds.astype(dtype)
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
         x = rms_norm(h, w(p + "input_layernorm.weight"), eps)
