@@ -40,15 +40,18 @@ TEST(Freeze, FrozenPrefixesStayAsTheyWereOnEveryLayout) {
   const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}', embed_tokens]\n");
   const std::string hsdp = fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
   testing::expect_same_losses(one, train(2, kModel + by_roll), "ROLL's model_args on 2 ranks", 1e-5);
-  testing::expect_same_losses(one, train(4, kModel + flag + layers), "FSDP on 4 ranks, frozen groups of their own", 1e-5);
+  testing::expect_same_losses(one, train(4, kModel + flag + layers + " --dump-final-params " + dir + "/four.pt"),
+                              "FSDP on 4 ranks, frozen groups of their own", 1e-5);
   testing::expect_same_losses(one, train(4, kModel + flag + hsdp), "HSDP 2x2", 1e-5);
 
   // Bit for bit as initialized (a run with --lr 0 has the initial weights); the rest moved.
   ASSERT_EQ(train(1, kModel + flag + " --lr 0 --dump-final-params " + dir + "/initial.pt").result.status, 0);
   const auto initial = testing::read_tensor_dict(dir + "/initial.pt"), trained = testing::read_tensor_dict(dir + "/trained.pt");
+  const auto sharded = testing::read_tensor_dict(dir + "/four.pt");  // gathered from 4 ranks' shards
   int64_t trainable = 0;
   for (const auto& [name, tensor] : initial) {
     EXPECT_EQ(tensor.equal(trained.at(name)), frozen(name)) << name;
+    EXPECT_EQ(tensor.equal(sharded.at(name)), frozen(name)) << name << " (FSDP on 4 ranks)";
     if (!frozen(name)) trainable += tensor.numel();
   }
   // AdamW's two moments for the trainable parameters only; unfrozen, for all of them.
