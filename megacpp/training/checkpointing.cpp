@@ -395,6 +395,10 @@ void TrainingCheckpointer::load_optimizer(const checkpoint::CheckpointReader& re
     }
   }
   for (const auto& slot : trained) {
+    if (!tensors.has(flat_key(format.optimizer_state(slot.fqn, "exp_avg")))) {
+      throw std::runtime_error(where + " holds no optimizer state for " + slot.fqn + ", which this run trains (was it frozen when "
+                               "saved?): add --no-load-optim to start the optimizer afresh, or freeze it again");
+    }
     auto& state = adam_state(optimizer, slot.tensor);
     load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
     load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());

@@ -60,6 +60,21 @@ TEST(Freeze, FrozenPrefixesStayAsTheyWereOnEveryLayout) {
   EXPECT_GT(optimizer_state_mb(unfrozen), optimizer_state_mb(one) + 0.01);
 }
 
+// A checkpoint saved with parameters frozen holds no optimizer state for them: resuming with them
+// trained says so and how to go on; with --no-load-optim it resumes.
+TEST(Freeze, ResumingWithFewerFrozenNamesTheMissingState) {
+  const std::string dir = testing::scratch_dir();
+  ASSERT_EQ(train(1, kModel + "--train-iters 2 --freeze-module-prefix layers.0 --save " + dir + "/ckpt").result.status, 0);
+  const TrainRun refused = train(1, kModel + "--train-iters 3 --load " + dir + "/ckpt");
+  EXPECT_NE(refused.result.status, 0);
+  EXPECT_TRUE(std::regex_search(refused.result.output,
+                                std::regex(R"(holds no optimizer state for layers\.0\.[a-z_.]+weight, which this run trains \(was )"
+                                           R"(it frozen when saved\?\): add --no-load-optim)")))
+      << refused.result.output;
+  const TrainRun resumed = train(1, kModel + "--train-iters 3 --load " + dir + "/ckpt --no-load-optim");
+  testing::expect_trained(resumed, 1);
+}
+
 TEST(Freeze, RefusesPrefixesThatFreezeNothingOrEverything) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --freeze-module-prefix layer",
