@@ -67,9 +67,10 @@ CheckpointReader open_checkpoint(const std::string& root, std::optional<int64_t>
 }
 
 // The base model's weights by megacpp name, as the checkpoint holds them.
-std::map<std::string, at::Tensor> read_weights(const CheckpointReader& reader, const models::ModelConfig& config, bool lora) {
+std::map<std::string, at::Tensor> read_weights(const CheckpointReader& reader,
+                                               const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected, bool lora) {
   std::map<std::string, at::Tensor> weights;
-  for (const auto& [fqn, shape] : expected_parameters(config)) {
+  for (const auto& [fqn, shape] : expected) {
     const std::string key = reader.format().model_key(fqn);
     if (!reader.tensors().has(key)) {
       throw std::runtime_error(reader.dir() + ": no tensor '" + fqn + "' (key '" + key + "')" +
@@ -110,10 +111,11 @@ std::string export_hf(const HfExportOptions& options) {
   }
   if (lora.rank > 0 && !options.merge_lora) return export_peft(adapters, config, lora, options.output, type, options.base_model);
 
-  std::map<std::string, at::Tensor> weights = read_weights(reader, config, lora.rank > 0);
+  const auto expected = expected_parameters(config);
+  std::map<std::string, at::Tensor> weights = read_weights(reader, expected, lora.rank > 0);
   if (lora.rank > 0) merge_lora(weights, adapters, config, lora);
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // HF name, values (kept alive while writing)
-  for (const auto& [fqn, shape] : expected_parameters(config)) {
+  for (const auto& [fqn, shape] : expected) {
     at::Tensor t = weights.at(fqn);
     const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
     if (hf.offset != 0.0) t = t.to(at::kFloat) + hf.offset;

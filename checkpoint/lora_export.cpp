@@ -19,11 +19,17 @@ namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
-// The module paths of the Linears `settings` adapt in a model of `config` (built on the meta
-// device: no memory).
-std::vector<std::string> adapted_linears(const models::ModelConfig& config, const models::LoraSettings& settings) {
-  auto model = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
-  return models::apply_lora(*model, settings);
+// A model of `config` on the meta device (no memory) with the adapters `settings` give it, and the
+// paths of the Linears they adapt.
+struct AdaptedModel {
+  std::shared_ptr<models::LanguageModel> model;
+  std::vector<std::string> modules;
+};
+
+AdaptedModel adapted_model(const models::ModelConfig& config, const models::LoraSettings& settings) {
+  AdaptedModel adapted{models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta)), {}};
+  adapted.modules = models::apply_lora(*adapted.model, settings);
+  return adapted;
 }
 
 // An adapter factor (megacpp name), checked against the shape the settings give it.
@@ -52,15 +58,13 @@ struct Adapter {
   at::Tensor down, up;  // lora_A [rank, in], lora_B [out, rank]
 };
 
-std::vector<Adapter> read_adapters(const CheckpointReader& reader, const models::ModelConfig& config,
-                                   const models::LoraSettings& settings) {
-  auto meta = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
-  const auto shapes = meta->named_parameters(true);
+// The adapters' factors, each checked against the shape it has in `adapted`.
+std::vector<Adapter> read_adapters(const CheckpointReader& reader, const AdaptedModel& adapted) {
+  const auto shapes = adapted.model->named_parameters(true);
+  auto factor = [&](const std::string& fqn) { return read_factor(reader, fqn, shapes[fqn].sizes().vec()); };
   std::vector<Adapter> out;
-  for (const std::string& module : adapted_linears(config, settings)) {
-    const std::vector<int64_t> weight = shapes[module + ".weight"].sizes().vec();  // [out, in]
-    out.push_back({module, read_factor(reader, module + ".lora_A.weight", {settings.rank, weight[1]}),
-                   read_factor(reader, module + ".lora_B.weight", {weight[0], settings.rank})});
+  for (const std::string& module : adapted.modules) {
+    out.push_back({module, factor(module + ".lora_A.weight"), factor(module + ".lora_B.weight")});
   }
   return out;
 }
@@ -68,12 +72,13 @@ std::vector<Adapter> read_adapters(const CheckpointReader& reader, const models:
 // PEFT's target_modules for the adapted Hugging Face modules: a module's last name where every
 // Linear of that name is adapted (PEFT adapts each module whose name ends with ".name"), else the
 // adapted modules' full names.
-std::vector<std::string> peft_targets(const models::ModelConfig& config, const std::set<std::string>& adapted) {
+std::vector<std::string> peft_targets(const models::ModelConfig& config, const AdaptedModel& model,
+                                      const std::set<std::string>& adapted) {
   const models::ModelFamily& family = models::model_family(config.model_type());
-  auto meta = models::create_model(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
   std::map<std::string, std::set<std::string>> linears_named;  // last name -> HF modules
-  for (auto& [path, module] : parallel::named_hookable_modules(*meta)) {
-    if (dynamic_cast<models::Linear*>(module) == nullptr) continue;
+  for (auto& [path, module] : parallel::named_hookable_modules(*model.model)) {
+    // The model's own Linears, not the adapters' factors (LoraDown / LoraUp are Linears too).
+    if (dynamic_cast<models::Linear*>(module) == nullptr || models::is_lora_parameter(path + ".weight")) continue;
     const std::string hf = hf_module(family.to_hf_tensor(config, path + ".weight"), path);
     linears_named[hf.substr(hf.rfind('.') + 1)].insert(hf);
   }
@@ -107,7 +112,8 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // PEFT name, values (alive while writing)
   std::set<std::string> adapted;
   bool fan_in_fan_out = false;
-  for (const Adapter& a : read_adapters(adapters, config, settings)) {
+  const AdaptedModel model = adapted_model(config, settings);
+  for (const Adapter& a : read_adapters(adapters, model)) {
     const models::HfTensorName hf = family.to_hf_tensor(config, a.module + ".weight");
     const std::string module = hf_module(hf, a.module);
     adapted.insert(module);
@@ -128,7 +134,7 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
       {"loftq_config", nlohmann::json::object()}, {"lora_alpha", number(settings.alpha)}, {"lora_dropout", settings.dropout},
       {"megatron_config", nullptr}, {"megatron_core", "megatron.core"}, {"modules_to_save", nullptr}, {"peft_type", "LORA"},
       {"r", settings.rank}, {"rank_pattern", nlohmann::json::object()}, {"revision", nullptr},
-      {"target_modules", peft_targets(config, adapted)}, {"task_type", "CAUSAL_LM"},
+      {"target_modules", peft_targets(config, model, adapted)}, {"task_type", "CAUSAL_LM"},
       {"use_dora", false}, {"use_rslora", false}};
   serialization::write_file_atomically((fs::path(output) / "adapter_config.json").string(), config_json.dump(2) + "\n");
   std::ostringstream summary;
@@ -140,7 +146,7 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
 void merge_lora(std::map<std::string, at::Tensor>& weights, const CheckpointReader& adapters, const models::ModelConfig& config,
                 const models::LoraSettings& settings) {
   const double scaling = settings.alpha / static_cast<double>(settings.rank);
-  for (const Adapter& a : read_adapters(adapters, config, settings)) {
+  for (const Adapter& a : read_adapters(adapters, adapted_model(config, settings))) {
     at::Tensor& w = weights.at(a.module + ".weight");
     w = w.to(at::kFloat) + at::matmul(a.up, a.down) * scaling;
   }
