@@ -149,8 +149,16 @@ std::string import_hf(const HfImportOptions& options) {
   job.root = options.save;
   job.iteration = kReleaseIteration;
   job.format = options.format;
+  // Every tensor of the folder must be one the family knows (it throws for others); a family
+  // may read several layouts (LLaVA's before and after transformers 4.52), so the folder's own
+  // name of each parameter is looked up first.
+  std::map<std::string, std::string> folder_names;
+  for (const auto& name : weights.names()) {
+    if (const auto fqn = family.from_hf_tensor(config, name)) folder_names.emplace(*fqn, name);
+  }
   for (const auto& [fqn, shape] : expected_parameters(config)) {
-    const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    if (const auto own = folder_names.find(fqn); own != folder_names.end()) hf.name = own->second;
     if (!weights.contains(hf.name)) {
       throw std::runtime_error(options.input + ": no tensor '" + hf.name + "' (the model of " + config_path + " needs it)");
     }
@@ -167,8 +175,6 @@ std::string import_hf(const HfImportOptions& options) {
     if (hf.offset != 0.0) t = t.to(at::kFloat) - hf.offset;
     job.items.add_block(options.format.model(fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
   }
-  // Every tensor of the folder must be one the family knows (it throws for others).
-  for (const auto& name : weights.names()) family.from_hf_tensor(config, name);
   nlohmann::json args = config.to_args();
   args["model_type"] = config.model_type();
   job.add_unsharded("iteration", serialization::PyValue::integer(0));

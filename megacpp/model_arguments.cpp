@@ -1,6 +1,7 @@
 #include "megacpp/model_arguments.h"
 
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "models/registry.h"
@@ -89,8 +90,10 @@ std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts
                                                                    const models::ModelContext& context) {
   const models::ModelFamily& family = models::model_family(model_type);
   std::map<std::string, std::string> values;
+  std::set<std::string> given_flags;
   for (const auto& flag : family.flags()) {
     const bool given = parsed.count(flag.name) > 0;
+    if (given) given_flags.insert(flag.name);
     if (flag.is_switch) {
       values[flag.name] = given && parsed[flag.name].as<bool>() ? "true" : "false";
     } else {
@@ -106,7 +109,7 @@ std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts
   if (!foreign.empty()) {
     throw std::invalid_argument("--model-type " + model_type + " does not read " + join(foreign, ", "));
   }
-  return family.config_from_flags(models::ModelFlagValues(std::move(values)), context);
+  return family.config_from_flags(models::ModelFlagValues(std::move(values), std::move(given_flags)), context);
 }
 
 }  // namespace megacpp

@@ -32,6 +32,20 @@ class ConfigKeys {
     if (!v->is_number_integer() || v->get<int64_t>() <= 0) fail(key, "expected a positive integer, got " + v->dump());
     return v->get<int64_t>();
   }
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    const nlohmann::json* v = get(key);
+    if (!v && fallback) return *fallback;
+    if (!v) fail(key, "missing");
+    if (!v->is_number_integer()) fail(key, "expected an integer, got " + v->dump());
+    return v->get<int64_t>();
+  }
+  std::string text(const std::string& key, std::optional<std::string> fallback = std::nullopt) const {
+    const nlohmann::json* v = get(key);
+    if (!v && fallback) return *fallback;
+    if (!v) fail(key, "missing");
+    if (!v->is_string()) fail(key, "expected a string, got " + v->dump());
+    return v->get<std::string>();
+  }
   double number(const std::string& key, std::optional<double> fallback = std::nullopt) const {
     const nlohmann::json* v = get(key);
     if (!v && fallback) return *fallback;

@@ -22,6 +22,8 @@ class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightI
   // model can hold also takes {ids, inputs_embeds [batch, seq, hidden]} (Hugging Face's
   // inputs_embeds: the embeddings of input_embeddings_path() with other features spliced in).
   virtual int64_t vocab_size() const = 0;
+  // Whether forward takes {ids, inputs_embeds} (what a multimodal model needs of it).
+  virtual bool takes_inputs_embeds() const { return false; }
   virtual double flops_per_token(int64_t seq_length) const = 0;
 
   // The losses beside the language-model loss that the last forward computed (a mixture of

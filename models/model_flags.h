@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,16 +26,22 @@ T parse_flag_number(const std::string& flag, const std::string& text);
 // The parsed values of a family's flags (switches read "true" / "false").
 class ModelFlagValues {
  public:
-  explicit ModelFlagValues(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  // `given`: the flags given on the command line (the others hold their defaults).
+  explicit ModelFlagValues(std::map<std::string, std::string> values, std::set<std::string> given = {})
+      : values_(std::move(values)), given_(std::move(given)) {}
 
   int64_t integer(const std::string& flag) const { return parse_flag_number<int64_t>(flag, text(flag)); }
   double number(const std::string& flag) const { return parse_flag_number<double>(flag, text(flag)); }
   bool enabled(const std::string& flag) const { return text(flag) == "true"; }
   // Throws std::out_of_range when the family did not declare `flag` (a bug in the family).
   const std::string& text(const std::string& flag) const;
+  // Whether `flag` was given rather than left at its default (a family that passes flags on to
+  // another family, as LLaVA to its language model, gives that one its own defaults).
+  bool given(const std::string& flag) const { return given_.count(flag) > 0; }
 
  private:
   std::map<std::string, std::string> values_;
+  std::set<std::string> given_;
 };
 
 }  // namespace megacpp::models

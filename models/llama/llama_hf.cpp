@@ -90,6 +90,10 @@ void refuse_unsupported(const ConfigKeys& keys) {
   }
 }
 
+struct TransformersShape {
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads;  // kv_heads 0: = heads
+};
+
 // Weight names without the "model." prefix; a layer index has no leading zeros.
 const std::regex& weight_name_pattern() {
   static const std::regex pattern(
@@ -169,16 +173,21 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   }
   refuse_unsupported(keys);
 
+  // transformers' LlamaConfig / Qwen3Config / Qwen3MoeConfig defaults (a LLaVA text_config may
+  // keep only what differs from them).
+  const TransformersShape d = moe ? TransformersShape{151936, 2048, 6144, 24, 32, 4}
+                              : qwen3 ? TransformersShape{151936, 4096, 22016, 32, 32, 32}
+                                      : TransformersShape{32000, 4096, 11008, 32, 32, 0};
   LlamaConfig c;
   c.qk_layernorm = qwen3;
-  c.hidden_size = keys.positive("hidden_size");
-  c.ffn_hidden_size = keys.positive("intermediate_size");
-  c.num_layers = keys.positive("num_hidden_layers");
-  c.num_attention_heads = keys.positive("num_attention_heads");
-  c.num_query_groups = keys.positive("num_key_value_heads", c.num_attention_heads);
+  c.hidden_size = keys.positive("hidden_size", d.hidden);
+  c.ffn_hidden_size = keys.positive("intermediate_size", d.intermediate);
+  c.num_layers = keys.positive("num_hidden_layers", d.layers);
+  c.num_attention_heads = keys.positive("num_attention_heads", d.heads);
+  c.num_query_groups = keys.positive("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : c.num_attention_heads);
   // Absent head_dim: LlamaAttention and Qwen3MoeAttention use hidden / heads, Qwen3Config's default is 128.
   c.kv_channels = keys.positive("head_dim", qwen3 && !moe ? 128 : c.hidden_size / c.num_attention_heads);
-  c.vocab_size = keys.positive("vocab_size");
+  c.vocab_size = keys.positive("vocab_size", d.vocab);
   c.max_position_embeddings = keys.positive("max_position_embeddings", qwen3 ? 32768 : 2048);
   c.norm_epsilon = keys.number("rms_norm_eps", 1e-6);
   c.rotary_base = rope_theta(keys);

@@ -18,8 +18,7 @@ namespace megacpp::models {
 // caller's to add when it knows them.
 nlohmann::json llama_hf_config(const LlamaConfig& config, const std::string& torch_dtype);
 
-// The LlamaConfig a config.json describes, with transformers' defaults for absent optional
-// keys. Refuses, naming `path_for_errors` and the key, what the model cannot compute the same
+// The LlamaConfig a config.json describes, with transformers' defaults for absent keys. Refuses, naming `path_for_errors` and the key, what the model cannot compute the same
 // way: another architecture or model_type, rope_scaling / rope_parameters other than default
 // RoPE, partial rotary, attention_bias, mlp_bias, hidden_act other than silu, sliding-window
 // attention, attention_dropout, or a shape megacpp cannot build. Throws std::invalid_argument.

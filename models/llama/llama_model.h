@@ -44,6 +44,7 @@ class LlamaModel : public LanguageModel {
 
   const LlamaConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
+  bool takes_inputs_embeds() const override { return true; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
 
   // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen3DecoderLayer with

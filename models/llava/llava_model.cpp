@@ -23,21 +23,30 @@ LlavaModel::LlavaModel(const LlavaSettings& s, std::shared_ptr<LanguageModel> la
     throw std::invalid_argument("vision_feature_layer " + std::to_string(s.vision_feature_layer) + " is not a hidden state of a " +
                                 std::to_string(s.vision.num_layers) + "-layer vision tower");
   }
-  if (s.text_hidden_size <= 0) throw std::invalid_argument("LlavaSettings: text_hidden_size must be the language model's hidden size");
   if (s.vision.image_size % s.vision.patch_size != 0) {
     throw std::invalid_argument("the image size " + std::to_string(s.vision.image_size) + " is not a multiple of the patch size " +
                                 std::to_string(s.vision.patch_size));
   }
+  if (!language_model->takes_inputs_embeds()) {
+    throw std::invalid_argument("the language model (" + language_model->name() + ") takes no input embeddings, which LLaVA gives it");
+  }
+  for (const auto& item : language_model->named_modules("", /*include_self=*/false)) {
+    if (item.key() == language_model->input_embeddings_path()) embed_tokens_ = dynamic_cast<parallel::Module*>(item.value().get());
+  }
+  if (!embed_tokens_ || embed_tokens_->parameters().empty()) {
+    throw std::invalid_argument("the language model has no token embedding module at '" + language_model->input_embeddings_path() +
+                                "' (its input_embeddings_path)");
+  }
+  const int64_t text_hidden = embed_tokens_->parameters().front().size(-1);
   vision_tower_ = register_module("vision_tower", std::make_shared<ClipVisionModel>(s.vision, s.vision_layers_run(), options));
   multi_modal_projector_ = register_module(
-      "multi_modal_projector", std::make_shared<LlavaProjector>(s.vision.hidden_size, s.text_hidden_size, s.projector_bias, options));
+      "multi_modal_projector", std::make_shared<LlavaProjector>(s.vision.hidden_size, text_hidden, s.projector_bias, options));
   language_model_ = register_module("language_model", std::move(language_model));
-  for (const auto& item : language_model_->named_modules("", /*include_self=*/false)) {
-    if (item.key() == language_model_->input_embeddings_path()) embed_tokens_ = dynamic_cast<parallel::Module*>(item.value().get());
+  if (s.freeze_vision_tower) {
+    for (auto& p : vision_tower_->parameters()) p.set_requires_grad(false);
   }
-  if (!embed_tokens_) {
-    throw std::invalid_argument("the language model has no token embedding module at '" + language_model_->input_embeddings_path() +
-                                "' (its input_embeddings_path)");
+  if (s.freeze_language_model) {
+    for (auto& p : language_model_->parameters()) p.set_requires_grad(false);
   }
 }
 

@@ -26,7 +26,10 @@ struct LlavaSettings {
   std::string vision_feature_select_strategy = "default";
   int64_t image_token_id = 32000;
   bool projector_bias = true;  // multimodal_projector_bias
-  int64_t text_hidden_size = 0;
+  // Megatron's --freeze-ViT / --freeze-LM: the vision tower's / the language model's parameters
+  // take no gradient (the projector always trains).
+  bool freeze_vision_tower = false;
+  bool freeze_language_model = false;
 
   // Placeholder tokens each image takes in the text.
   int64_t tokens_per_image() const { return vision.num_positions() - (vision_feature_select_strategy == "default" ? 1 : 0); }
@@ -48,7 +51,9 @@ class LlavaProjector : public parallel::Module {
 
 class LlavaModel : public LanguageModel {
  public:
-  // Throws std::invalid_argument for settings transformers refuses (the strategy, the layer).
+  // Throws std::invalid_argument for settings transformers refuses (the strategy, the layer),
+  // or a language model that takes no input embeddings. The projector's output size is the
+  // language model's embedding width.
   LlavaModel(const LlavaSettings& settings, std::shared_ptr<LanguageModel> language_model, const at::TensorOptions& options);
 
   const LlavaSettings& settings() const { return settings_; }

@@ -2,9 +2,12 @@
 // LLaVA code (tests/reference/llava_forward.py): a tiny model with a Llama language model, its
 // weights written under the names transformers saves, two images spliced into two prompts; the
 // logits must agree for both feature selections (the last layer but one without the class
-// token, as LLaVA-1.5; an earlier layer with it).
+// token, as LLaVA-1.5; an earlier layer with it). megacpp-convert imports folders of both of
+// transformers' layouts and exports the tensors it read.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -22,6 +25,8 @@
 namespace megacpp {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int64_t kImageToken = 49;
 
 models::LlavaSettings tiny_settings(int64_t feature_layer, const std::string& strategy) {
@@ -35,13 +40,15 @@ models::LlavaSettings tiny_settings(int64_t feature_layer, const std::string& st
   s.vision_feature_layer = feature_layer;
   s.vision_feature_select_strategy = strategy;
   s.image_token_id = kImageToken;
-  s.text_hidden_size = 32;
   return s;
 }
 
-// The folder transformers' save_pretrained writes for this model (legacy names).
-void write_folder(const std::string& dir, const models::LlavaSettings& s, const models::LlamaConfig& text,
-                  models::LlavaModel& model) {
+// The folder transformers' save_pretrained writes for this model: the legacy names
+// (language_model.model.*, vision_tower.*) or, with `new_layout`, those of transformers >= 4.52
+// (model.language_model.*, model.vision_tower.*, lm_head.weight).
+void write_folder(const std::string& dir, const models::LlavaSettings& s, const models::LlamaConfig& text, models::LlavaModel& model,
+                  bool new_layout = false) {
+  fs::create_directories(dir);
   nlohmann::json config = {
       {"architectures", {"LlavaForConditionalGeneration"}}, {"model_type", "llava"}, {"image_token_index", s.image_token_id},
       {"projector_hidden_act", "gelu"}, {"vision_feature_layer", s.vision_feature_layer},
@@ -59,12 +66,54 @@ void write_folder(const std::string& dir, const models::LlavaSettings& s, const 
   for (const auto& item : model.named_parameters()) {
     const std::string& name = item.key();
     const bool in_text = name.rfind(text_prefix, 0) == 0;
-    const std::string hf = in_text ? text_prefix + models::llama_hf_name(name.substr(text_prefix.size())) : name;
+    std::string hf = in_text ? models::llama_hf_name(name.substr(text_prefix.size())) : name;  // model.layers.0..., lm_head.weight
+    if (!new_layout) {
+      hf = in_text ? text_prefix + hf : hf;
+    } else if (in_text) {
+      hf = hf == "lm_head.weight" ? hf : "model.language_model." + hf.substr(std::string("model.").size());
+    } else {
+      hf = "model." + hf;
+    }
     alive.push_back(item.value().detach().contiguous());
     views[hf] = {"F32", alive.back().sizes().vec(), static_cast<const uint8_t*>(alive.back().data_ptr()),
                  static_cast<size_t>(alive.back().nbytes())};
   }
   serialization::write_safetensors(dir + "/model.safetensors", views);
+}
+
+at::Tensor ids_of(const std::vector<std::vector<int64_t>>& rows) {
+  at::Tensor ids = torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())}, torch::kLong);
+  for (int64_t b = 0; b < ids.size(0); ++b)
+    for (int64_t t = 0; t < ids.size(1); ++t) ids[b][t] = rows[b][t];
+  return ids;
+}
+
+// Two prompts with an image each: after the first token, and at the start.
+std::vector<std::vector<int64_t>> prompts(const models::LlavaSettings& settings) {
+  std::vector<std::vector<int64_t>> rows = {{3, 17, 42, 8, 21}, {7, 1, 30, 2, 5}};
+  rows[0].insert(rows[0].begin() + 1, settings.tokens_per_image(), kImageToken);
+  rows[1].insert(rows[1].begin(), settings.tokens_per_image(), kImageToken);
+  return rows;
+}
+
+// llava_forward.py's logits for the folder `dir`, shaped like `like`.
+at::Tensor reference_logits(const std::string& dir, const std::vector<std::vector<int64_t>>& rows, const at::Tensor& pixels,
+                            const at::Tensor& like) {
+  const std::string pixels_file = testing::scratch_dir() + "/pixels.f32";
+  std::ofstream(pixels_file, std::ios::binary)
+      .write(static_cast<const char*>(pixels.data_ptr()), static_cast<std::streamsize>(pixels.nbytes()));
+  const std::string out = testing::scratch_dir() + "/logits.f32";
+  std::string command = testing::reference_script("llava_forward.py") + " " + dir + " --pixels " + pixels_file + " --images " +
+                        std::to_string(pixels.size(0)) + " --out " + out;
+  for (const auto& row : rows) {
+    command += " --tokens ";
+    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
+  }
+  const auto result = testing::run_command(command);
+  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
+  at::Tensor reference = torch::zeros_like(like);
+  std::ifstream(out, std::ios::binary).read(static_cast<char*>(reference.data_ptr()), static_cast<std::streamsize>(reference.nbytes()));
+  return reference;
 }
 
 TEST(LlavaForward, LogitsAreTransformersLlava) {
@@ -74,33 +123,16 @@ TEST(LlavaForward, LogitsAreTransformersLlava) {
     const auto options = torch::TensorOptions().dtype(torch::kFloat);
     models::LlavaModel model(settings, std::make_shared<models::LlamaModel>(text, options), options);
     model.init_weights(0.2, 7);
-    const int64_t n = settings.tokens_per_image();
-    std::vector<std::vector<int64_t>> rows = {{3, 17, 42, 8, 21}, {7, 1, 30, 2, 5}};
-    rows[0].insert(rows[0].begin() + 1, n, kImageToken);  // after the first token
-    rows[1].insert(rows[1].begin(), n, kImageToken);       // at the start
-    at::Tensor ids = torch::empty({2, static_cast<int64_t>(rows[0].size())}, torch::kLong);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t t = 0; t < ids.size(1); ++t) ids[b][t] = rows[b][t];
+    const auto rows = prompts(settings);
+    const at::Tensor ids = ids_of(rows);
     auto generator = at::make_generator<at::CPUGeneratorImpl>(3);
     const at::Tensor pixels = torch::randn({2, 3, 8, 8}, generator, torch::kFloat);
     torch::NoGradGuard no_grad;
     const at::Tensor logits = model(parallel::Module::Tensors{ids, pixels})[0];
 
-    const std::string dir = testing::scratch_dir();
+    const std::string dir = testing::scratch_dir() + "/hf";
     write_folder(dir, settings, text, model);
-    std::ofstream(dir + "/pixels.f32", std::ios::binary)
-        .write(static_cast<const char*>(pixels.data_ptr()), static_cast<std::streamsize>(pixels.nbytes()));
-    std::string command = testing::reference_script("llava_forward.py") + " " + dir + " --pixels " + dir + "/pixels.f32 --images 2 --out " +
-                          dir + "/logits.f32";
-    for (const auto& row : rows) {
-      command += " --tokens ";
-      for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
-    }
-    const auto result = testing::run_command(command);
-    ASSERT_EQ(result.status, 0) << command << "\n" << result.output;
-    at::Tensor reference = torch::empty_like(logits);
-    std::ifstream(dir + "/logits.f32", std::ios::binary).read(static_cast<char*>(reference.data_ptr()), static_cast<std::streamsize>(reference.nbytes()));
-    const double diff = (logits - reference).abs().max().item<double>();
+    const double diff = (logits - reference_logits(dir, rows, pixels, logits)).abs().max().item<double>();
     std::cout << "vision_feature_layer " << layer << " (" << strategy << "): max |megacpp - llava_forward.py| = " << diff
               << " (logits up to " << logits.abs().max().item<double>() << ")" << std::endl;
     EXPECT_LE(diff, 1e-4);
@@ -108,6 +140,50 @@ TEST(LlavaForward, LogitsAreTransformersLlava) {
     const at::Tensor other = model(parallel::Module::Tensors{ids, pixels + 1.0})[0];
     EXPECT_GT((other - logits).abs().max().item<double>(), 1e-3);
   }
+}
+
+// megacpp-convert: a folder of either of transformers' layouts imports into a checkpoint (the
+// llava family, a Qwen3 language model); its export is the legacy folder with the same tensors,
+// which the NumPy forward reads to megacpp's logits.
+TEST(LlavaForward, ConvertImportsBothLayoutsAndExportsWhatItRead) {
+  const models::LlavaSettings settings = tiny_settings(-2, "default");
+  const models::LlamaConfig text = testing::tiny_llama(/*tied=*/false, /*qwen3=*/true);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat);
+  models::LlavaModel model(settings, std::make_shared<models::LlamaModel>(text, options), options);
+  model.init_weights(0.2, 11);
+  const std::string dir = testing::scratch_dir();
+  for (const bool new_layout : {false, true}) {
+    const std::string name = new_layout ? "new" : "legacy";
+    write_folder(dir + "/" + name, settings, text, model, new_layout);
+    const auto imported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " import --input " + dir + "/" + name + " --save " +
+                                               dir + "/" + name + "_ckpt");
+    ASSERT_EQ(imported.status, 0) << imported.output;
+    EXPECT_NE(imported.output.find("--model-type llava --language-model-type llama --num-layers 2"), std::string::npos) << imported.output;
+    EXPECT_NE(imported.output.find("--qk-layernorm"), std::string::npos) << imported.output;
+    const std::string out = dir + "/" + name + "_export";
+    const auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/" + name + "_ckpt --output " + out);
+    ASSERT_EQ(exported.status, 0) << exported.output;
+    const auto folder = serialization::SafetensorsCheckpoint::open(out);
+    size_t checked = 0;
+    for (const auto& item : model.named_parameters()) {
+      const bool in_text = item.key().rfind("language_model.", 0) == 0;
+      const std::string hf = in_text ? "language_model." + models::llama_hf_name(item.key().substr(15)) : item.key();
+      ASSERT_TRUE(folder.contains(hf)) << name << ": " << hf;
+      const serialization::TensorView view = folder.tensor(hf);
+      ASSERT_EQ(view.nbytes, item.value().nbytes()) << hf;
+      EXPECT_EQ(std::memcmp(view.data, item.value().data_ptr(), view.nbytes), 0) << name << ": " << hf;
+      ++checked;
+    }
+    EXPECT_EQ(folder.names().size(), checked) << name;
+  }
+  const auto rows = prompts(settings);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(5);
+  const at::Tensor pixels = torch::randn({2, 3, 8, 8}, generator, torch::kFloat);
+  torch::NoGradGuard no_grad;
+  const at::Tensor logits = model(parallel::Module::Tensors{ids_of(rows), pixels})[0];
+  const double diff = (logits - reference_logits(dir + "/new_export", rows, pixels, logits)).abs().max().item<double>();
+  std::cout << "exported folder: max |megacpp - llava_forward.py| = " << diff << std::endl;
+  EXPECT_LE(diff, 1e-4);
 }
 
 TEST(LlavaForward, ImageTokensMustMatchTheImages) {

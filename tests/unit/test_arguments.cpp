@@ -69,11 +69,11 @@ TEST(Arguments, ModelFlagsBelongToTheirFamily) {
   EXPECT_EQ(dynamic_cast<const ToyConfig&>(*toy.model).width, 5);
   EXPECT_EQ(dynamic_cast<const ToyConfig&>(*toy.model).layers, 3) << "the family's own default";
   EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--qk-layernorm", "--rotary-base", "5"})
-                .find("--model-type toy does not read --qk-layernorm (read by --model-type llama), --rotary-base (read by "
-                      "--model-type llama)"),
+                .find("--model-type toy does not read --qk-layernorm (read by --model-type llama, llava), --rotary-base (read by "
+                      "--model-type llama, llava)"),
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--toy-width", "5"})
-                .find("--model-type gpt does not read --toy-width (read by --model-type toy) (--model-type gpt: the family "
+                .find("--model-type gpt does not read --toy-width (read by --model-type llava, toy) (--model-type gpt: the family "
                       "Megatron's architecture flags describe (none given: Megatron's defaults); --model-type names another)"),
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--model-type", "toy", "--toy-width", "x"}).find("--toy-width: 'x' is not a valid integer"),
