@@ -150,6 +150,11 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.mock_data = r["mock-data"].as<bool>();
   a.data_path = split_words(r["data-path"].as<std::string>());
   a.split = r["split"].as<std::string>();
+  a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());
+  a.image_std = parse_channel_values("image-std", r["image-std"].as<std::string>());
+  for (double s : a.image_std) {
+    if (s <= 0) throw std::invalid_argument("--image-std: each channel's std must be positive");
+  }
   a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   a.tokenizer.merge_file = r["merge-file"].as<std::string>();
   a.tokenizer.type = default_tokenizer_type(r, a.tokenizer);
@@ -262,6 +267,18 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
 }
 
 }  // namespace
+
+std::array<double, 3> parse_channel_values(const std::string& flag, const std::string& text) {
+  std::string words_text = text;
+  std::replace(words_text.begin(), words_text.end(), ',', ' ');
+  const std::vector<std::string> words = split_words(words_text);
+  if (words.size() != 1 && words.size() != 3) {
+    throw std::invalid_argument("--" + flag + " '" + text + "': expected 3 numbers (one per channel) or 1");
+  }
+  std::array<double, 3> out{};
+  for (size_t i = 0; i < 3; ++i) out[i] = models::parse_flag_number<double>(flag, words[words.size() == 1 ? 0 : i]);
+  return out;
+}
 
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help) {
   const CommandLine line = parse_command_line(argc, argv);

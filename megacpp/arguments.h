@@ -1,6 +1,7 @@
 // megacpp-train's command line: Megatron-style flags parsed into one validated struct.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -56,7 +57,8 @@ struct TrainingArguments {
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   // data
   bool mock_data = false;
-  std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."
+  std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...", or one image-text FILE.jsonl
+  std::array<double, 3> image_mean{}, image_std{};  // --image-mean / --image-std (image-text data)
   std::string split = "969,30,1";
   data::TokenizerOptions tokenizer;
   int64_t make_vocab_size_divisible_by = 128;
@@ -123,6 +125,10 @@ struct TrainingArguments {
   bool async_save = false;
   bool no_initialization = false;
 };
+
+// --image-mean / --image-std: "a,b,c" (commas or spaces), one number per image channel, or one
+// for every channel. Throws std::invalid_argument naming the flag.
+std::array<double, 3> parse_channel_values(const std::string& flag, const std::string& text);
 
 // Parses argv (argv[0] is the program). Libraries named by --model-library are loaded first,
 // so the families they register add their flags. The tokenizer is built once to size the model's

@@ -82,9 +82,13 @@ cxxopts::Options training_options() {
        "model_args.freeze_module_prefix)", cxxopts::value<std::string>()->default_value(""));
   o.add_options("data")
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
-      ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
+      ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), a blend: W1 PREFIX1 W2 PREFIX2 ..., or image-text FILE.jsonl",
        cxxopts::value<std::string>()->default_value(""))
       ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
+      ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
+       cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
+      ("image-std", "image-text data: the per-channel std images are normalized with (CLIP's)",
+       cxxopts::value<std::string>()->default_value("0.26862954,0.26130258,0.27577711"))
       ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer (or PretrainedFromHF) or NullTokenizer "
        "(default: GPT2BPETokenizer with --vocab-file and --merge-file, as pretrain_gpt.py, else ByteLevelTokenizer)",
        cxxopts::value<std::string>())

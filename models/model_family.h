@@ -22,6 +22,15 @@
 
 namespace megacpp::models {
 
+// What a model that reads images takes with them: the placeholder token each image feature
+// replaces in the text, how many an image takes, and the images' shape (square).
+struct ImageInputs {
+  int64_t token_id = 0;
+  int64_t tokens_per_image = 0;
+  int64_t channels = 3;
+  int64_t size = 0;
+};
+
 // The shape of one model; only its family knows the concrete type.
 class ModelConfig {
  public:
@@ -37,6 +46,9 @@ class ModelConfig {
   // checkpoint to load into the model (--load refuses it otherwise). Fields that change no
   // weight nor what the weights compute may differ: return false for them.
   virtual bool checkpoint_must_match(const std::string& field) const { return true; }
+  // A model whose forward takes {ids, pixel values [images, channels, size, size]} (image-text
+  // data) says what it needs; a text-only model has none.
+  virtual std::optional<ImageInputs> image_inputs() const { return std::nullopt; }
 };
 
 // What the rest of the run decides for the model: the vocabulary (the tokenizer's, padded)

@@ -10,6 +10,8 @@ PACKAGES=(
   libpcre2-dev nlohmann-json3-dev zlib1g-dev
   libutf8proc-dev  # NFC for Hugging Face tokenizers that normalize (Qwen)
   libsentencepiece-dev sentencepiece  # SentencePieceTokenizer; spm_train / spm_encode make and check its test model
+  libstb-dev  # decoding and resizing the images of image-text data
+  dataset-fashion-mnist  # real images for the vision-language demo (scripts/vl_demo.sh)
   libgtest-dev googletest
   python3 python3-numpy
   python3-torch  # a real torchrun (/usr/bin/python3 -m torch.distributed.run) for the launch end-to-end tests

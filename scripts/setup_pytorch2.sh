@@ -33,11 +33,11 @@ fi
 if [ "$FLAVOR" = cpu ]; then ROOT="${1:-.cache/pytorch2}"; else ROOT="${1:-.cache/pytorch2-cuda}"; fi
 READY="$ROOT/.megacpp-ready"
 SUITE=trixie
-RECIPE=5  # bump when the package lists below change
+RECIPE=6  # bump when the package lists below change
 
 BUILD_PACKAGES=(build-essential cmake ccache pkg-config libcxxopts-dev libyaml-cpp-dev libhdf5-dev
   libspdlog-dev libfmt-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev nlohmann-json3-dev zlib1g-dev
-  libgtest-dev googletest)
+  libgtest-dev googletest libstb-dev)
 if [ "$FLAVOR" = cpu ]; then
   # OpenBLAS as a user's PyTorch has it: with --no-install-recommends Debian's torch would run
   # on the reference BLAS, several times slower. nodejs runs the GPT-2 reference encoder; the

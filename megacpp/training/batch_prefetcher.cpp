@@ -12,8 +12,8 @@ BatchPrefetcher::~BatchPrefetcher() {
   if (next_.valid()) next_.wait();  // a worker still reading must not outlive the source
 }
 
-std::vector<at::Tensor> BatchPrefetcher::take(int64_t consumed) {
-  std::vector<at::Tensor> batches;
+std::vector<MicroBatch> BatchPrefetcher::take(int64_t consumed) {
+  std::vector<MicroBatch> batches;
   if (next_.valid() && next_consumed_ == consumed) {
     batches = next_.get();
   } else {
@@ -29,9 +29,9 @@ std::vector<at::Tensor> BatchPrefetcher::take(int64_t consumed) {
   return batches;
 }
 
-std::vector<at::Tensor> BatchPrefetcher::read(int64_t consumed) const {
+std::vector<MicroBatch> BatchPrefetcher::read(int64_t consumed) const {
   const int64_t accumulation = batches_.accumulation_at(consumed);
-  std::vector<at::Tensor> batches(static_cast<size_t>(accumulation));
+  std::vector<MicroBatch> batches(static_cast<size_t>(accumulation));
   auto read_some = [&](int64_t first, int64_t step) {
     for (int64_t m = first; m < accumulation; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_);
   };

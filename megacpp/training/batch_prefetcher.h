@@ -25,17 +25,17 @@ class BatchPrefetcher {
 
   // The micro-batches of the iteration that starts at sample `consumed`; starts reading the next
   // iteration's. Errors of a worker (a token outside the vocabulary) are thrown here.
-  std::vector<at::Tensor> take(int64_t consumed);
+  std::vector<MicroBatch> take(int64_t consumed);
 
  private:
-  std::vector<at::Tensor> read(int64_t consumed) const;  // on up to `workers_` threads
+  std::vector<MicroBatch> read(int64_t consumed) const;  // on up to `workers_` threads
 
   const data::SampleSource& source_;
   BatchSlice slice_;
   const BatchRampup& batches_;
   int64_t vocab_size_;
   int workers_;
-  std::future<std::vector<at::Tensor>> next_;
+  std::future<std::vector<MicroBatch>> next_;
   int64_t next_consumed_ = -1;
 };
 

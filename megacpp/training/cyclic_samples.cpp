@@ -26,14 +26,16 @@ const std::vector<int64_t>& CyclicSamples::order(int64_t epoch) const {
   return orders_.emplace(epoch, std::vector<int64_t>(values, values + per_epoch_)).first->second;
 }
 
-void CyclicSamples::sample(int64_t index, int64_t* out) const {
+int64_t CyclicSamples::drawn(int64_t index) const {
   if (index < 0 || index >= size_) throw std::out_of_range("cyclic sample " + std::to_string(index) + " of " + std::to_string(size_));
-  int64_t drawn = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    drawn = order(index / per_epoch_)[static_cast<size_t>(index % per_epoch_)];
-  }
-  base_->sample(drawn, out);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return order(index / per_epoch_)[static_cast<size_t>(index % per_epoch_)];
+}
+
+void CyclicSamples::sample(int64_t index, int64_t* out) const { base_->sample(drawn(index), out); }
+
+void CyclicSamples::sample_extras(int64_t index, uint8_t* loss_mask, std::vector<float>& pixels) const {
+  base_->sample_extras(drawn(index), loss_mask, pixels);
 }
 
 }  // namespace megacpp::training

@@ -23,8 +23,12 @@ class CyclicSamples final : public data::SampleSource {
   int64_t size() const override { return size_; }
   int64_t sample_length() const override { return base_->sample_length(); }
   void sample(int64_t index, int64_t* out) const override;  // safe from several threads
+  bool has_images() const override { return base_->has_images(); }
+  std::vector<int64_t> image_shape() const override { return base_->image_shape(); }
+  void sample_extras(int64_t index, uint8_t* loss_mask, std::vector<float>& pixels) const override;
 
  private:
+  int64_t drawn(int64_t index) const;  // the base's sample at `index`
   const std::vector<int64_t>& order(int64_t epoch) const;  // with mutex_ held
 
   std::shared_ptr<const data::SampleSource> base_;

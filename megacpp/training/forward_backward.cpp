@@ -7,7 +7,7 @@
 
 namespace megacpp::training {
 
-ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::vector<at::Tensor>& micro_batches,
+ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::vector<MicroBatch>& micro_batches,
                                        const ForwardBackwardSetup& setup,
                                        const std::function<void(int64_t)>& before_micro_batch) {
   ForwardBackwardResult result;
@@ -16,9 +16,9 @@ ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::
   model.set_auxiliary_loss_scale(backward_scale);
   for (int64_t m = 0; m < count; ++m) {
     if (before_micro_batch) before_micro_batch(m);
-    at::Tensor tokens = micro_batches[m].to(setup.device);
+    const MicroBatch batch = micro_batches[m].to(setup.device);
     if (setup.fsdp) parallel::fsdp::set_requires_gradient_sync(model, m == count - 1);
-    at::Tensor loss = language_model_loss(model, tokens, setup.seq_length);
+    at::Tensor loss = language_model_loss(model, batch, setup.seq_length);
     const std::vector<models::AuxiliaryLoss> auxiliary = model.auxiliary_losses();
     if (result.auxiliary.empty()) {
       for (const auto& a : auxiliary) result.auxiliary.push_back({a.name, 0.0});

@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "megacpp/training/training_data.h"
 #include "models/language_model.h"
 
 namespace megacpp::training {
@@ -23,10 +24,10 @@ struct ForwardBackwardResult {
   std::vector<models::AuxiliaryLoss> auxiliary;  // the model's, averaged over them too
 };
 
-// Each micro-batch of tokens [micro, seq + 1]: forward, the language-model loss, and backward
+// Each micro-batch (tokens [micro, seq + 1], and images): forward, the language-model loss, and backward
 // of loss * loss scale / micro-batches (the model's auxiliary losses scaled alike, Note
 // [Load-balancing loss]). `before_micro_batch(m)` runs first for each (a heartbeat).
-ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::vector<at::Tensor>& micro_batches,
+ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::vector<MicroBatch>& micro_batches,
                                        const ForwardBackwardSetup& setup,
                                        const std::function<void(int64_t)>& before_micro_batch);
 

@@ -235,7 +235,7 @@ class TrainingRun {
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
-    const std::vector<at::Tensor> batches = prefetcher_->take(progress_.consumed_train);
+    const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
     const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2},
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
@@ -299,9 +299,9 @@ class TrainingRun {
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
-          at::Tensor tokens = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
-                                               args_.tokenizer_vocab_size).to(device_);
-          sum += language_model_loss(*model_, tokens, args_.seq_length).item<double>();
+          const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
+                                                    args_.tokenizer_vocab_size).to(device_);
+          sum += language_model_loss(*model_, batch, args_.seq_length).item<double>();
         }
       }
       model_->train();

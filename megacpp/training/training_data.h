@@ -36,10 +36,18 @@ struct BatchSlice {
   int dp_rank, dp_size;
 };
 
-// Tokens [micro, sample_length] (int64, CPU) of micro-batch `micro` of the global batch that
-// starts at sample `consumed`. Throws std::runtime_error if a token id is outside
-// [0, vocab_size) of the tokenizer: data made with another tokenizer than --tokenizer-type.
-at::Tensor load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
+// One micro-batch, on the CPU as read or on the device.
+struct MicroBatch {
+  at::Tensor tokens;     // [micro, seq + 1] int64
+  at::Tensor loss_mask;  // [micro, seq] float, 1 where the label counts; undefined: every label counts
+  at::Tensor images;     // [images, channels, size, size] float, the samples' in order; undefined: none
+  MicroBatch to(const c10::Device& device) const;
+};
+
+// Micro-batch `micro` of the global batch that starts at sample `consumed`. Throws
+// std::runtime_error if a token id is outside [0, vocab_size) of the tokenizer: data made with
+// another tokenizer than --tokenizer-type (image-text data is tokenized as it is read).
+MicroBatch load_micro_batch(const data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
                             int64_t vocab_size);
 
 }  // namespace megacpp::training

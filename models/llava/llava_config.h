@@ -30,6 +30,9 @@ struct LlavaConfig : ModelConfig {
   std::string to_flags() const override;
   // Freezing changes no weight; the language model decides for its own fields.
   bool checkpoint_must_match(const std::string& field) const override;
+  std::optional<ImageInputs> image_inputs() const override {
+    return ImageInputs{settings.image_token_id, settings.tokens_per_image(), settings.vision.num_channels, settings.vision.image_size};
+  }
 };
 
 }  // namespace megacpp::models

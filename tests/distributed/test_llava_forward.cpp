@@ -20,6 +20,7 @@
 #include "serialization/safetensors.h"
 #include "tests/support/command.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/hf_reference.h"
 #include "tests/support/tiny_llama.h"
 
 namespace megacpp {
@@ -96,26 +97,6 @@ std::vector<std::vector<int64_t>> prompts(const models::LlavaSettings& settings)
   return rows;
 }
 
-// llava_forward.py's logits for the folder `dir`, shaped like `like`.
-at::Tensor reference_logits(const std::string& dir, const std::vector<std::vector<int64_t>>& rows, const at::Tensor& pixels,
-                            const at::Tensor& like) {
-  const std::string pixels_file = testing::scratch_dir() + "/pixels.f32";
-  std::ofstream(pixels_file, std::ios::binary)
-      .write(static_cast<const char*>(pixels.data_ptr()), static_cast<std::streamsize>(pixels.nbytes()));
-  const std::string out = testing::scratch_dir() + "/logits.f32";
-  std::string command = testing::reference_script("llava_forward.py") + " " + dir + " --pixels " + pixels_file + " --images " +
-                        std::to_string(pixels.size(0)) + " --out " + out;
-  for (const auto& row : rows) {
-    command += " --tokens ";
-    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
-  }
-  const auto result = testing::run_command(command);
-  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
-  at::Tensor reference = torch::zeros_like(like);
-  std::ifstream(out, std::ios::binary).read(static_cast<char*>(reference.data_ptr()), static_cast<std::streamsize>(reference.nbytes()));
-  return reference;
-}
-
 TEST(LlavaForward, LogitsAreTransformersLlava) {
   for (const auto& [layer, strategy] : std::vector<std::pair<int64_t, std::string>>{{-2, "default"}, {1, "full"}, {0, "default"}, {-1, "full"}}) {
     const models::LlavaSettings settings = tiny_settings(layer, strategy);
@@ -132,7 +113,7 @@ TEST(LlavaForward, LogitsAreTransformersLlava) {
 
     const std::string dir = testing::scratch_dir() + "/hf";
     write_folder(dir, settings, text, model);
-    const double diff = (logits - reference_logits(dir, rows, pixels, logits)).abs().max().item<double>();
+    const double diff = (logits - testing::llava_reference_logits(dir, rows, pixels, logits.size(2))).abs().max().item<double>();
     std::cout << "vision_feature_layer " << layer << " (" << strategy << "): max |megacpp - llava_forward.py| = " << diff
               << " (logits up to " << logits.abs().max().item<double>() << ")" << std::endl;
     EXPECT_LE(diff, 1e-4);
@@ -181,7 +162,7 @@ TEST(LlavaForward, ConvertImportsBothLayoutsAndExportsWhatItRead) {
   const at::Tensor pixels = torch::randn({2, 3, 8, 8}, generator, torch::kFloat);
   torch::NoGradGuard no_grad;
   const at::Tensor logits = model(parallel::Module::Tensors{ids_of(rows), pixels})[0];
-  const double diff = (logits - reference_logits(dir + "/new_export", rows, pixels, logits)).abs().max().item<double>();
+  const double diff = (logits - testing::llava_reference_logits(dir + "/new_export", rows, pixels, logits.size(2))).abs().max().item<double>();
   std::cout << "exported folder: max |megacpp - llava_forward.py| = " << diff << std::endl;
   EXPECT_LE(diff, 1e-4);
 }

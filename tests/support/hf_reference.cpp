@@ -43,7 +43,7 @@ const std::vector<std::vector<int64_t>>& reference_tokens() {
 }
 
 at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
-                             std::vector<models::AuxiliaryLoss>* auxiliary, const std::string& base_root) {
+                             std::vector<models::AuxiliaryLoss>* auxiliary, const std::string& base_root, const at::Tensor& images) {
   auto reader = checkpoint::CheckpointReader::open(root, std::nullopt);
   auto base = base_root.empty() ? reader : checkpoint::CheckpointReader::open(base_root, std::nullopt);
   auto model = models::create_model(*checkpoint::checkpoint_model(*reader), torch::TensorOptions().dtype(torch::kFloat));
@@ -57,8 +57,29 @@ at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vec
   model->eval();
   std::vector<at::Tensor> rows;
   for (const auto& row : tokens) rows.push_back(torch::tensor(row));
-  at::Tensor logits = (*model)(torch::stack(rows)).detach();
+  const at::Tensor ids = torch::stack(rows);
+  at::Tensor logits = (images.defined() ? (*model)(parallel::Module::Tensors{ids, images})[0] : (*model)(ids)).detach();
   if (auxiliary) *auxiliary = model->auxiliary_losses();
+  return logits;
+}
+
+at::Tensor llava_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, const at::Tensor& pixels,
+                                  int64_t vocab) {
+  const std::string pixels_file = hf_dir + "/reference_pixels.f32", out = hf_dir + "/reference_logits.f32";
+  const at::Tensor contiguous = pixels.contiguous();
+  std::ofstream(pixels_file, std::ios::binary)
+      .write(static_cast<const char*>(contiguous.data_ptr()), static_cast<std::streamsize>(contiguous.nbytes()));
+  std::string command = reference_script("llava_forward.py") + " " + hf_dir + " --pixels " + pixels_file + " --images " +
+                        std::to_string(pixels.size(0)) + " --out " + out;
+  for (const auto& row : tokens) {
+    command += " --tokens ";
+    for (size_t i = 0; i < row.size(); ++i) command += (i ? "," : "") + std::to_string(row[i]);
+  }
+  const auto result = run_command(command);
+  EXPECT_EQ(result.status, 0) << command << "\n" << result.output;
+  const int64_t seq = tokens.empty() ? 0 : static_cast<int64_t>(tokens.front().size());
+  at::Tensor logits = torch::zeros({static_cast<int64_t>(tokens.size()), seq, vocab}, torch::kFloat);
+  std::ifstream(out, std::ios::binary).read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
   return logits;
 }
 

@@ -26,8 +26,15 @@ const std::vector<std::vector<int64_t>>& reference_tokens();
 // megacpp's logits for `tokens` with the model and weights of the checkpoint under `root` (its
 // latest iteration), built as its args describe it (LoRA adapters included) and run without
 // dropout; with `auxiliary`, the model's auxiliary losses of that forward too. Weights `root`
-// does not hold (a LoRA base saved apart) come from the checkpoint under `base_root`.
+// does not hold (a LoRA base saved apart) come from the checkpoint under `base_root`. `images`
+// (pixel values) go to a vision-language model with the tokens.
 at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vector<int64_t>>& tokens,
-                             std::vector<models::AuxiliaryLoss>* auxiliary = nullptr, const std::string& base_root = "");
+                             std::vector<models::AuxiliaryLoss>* auxiliary = nullptr, const std::string& base_root = "",
+                             const at::Tensor& images = at::Tensor());
+
+// tests/reference/llava_forward.py's logits [batch, seq, vocab] for the LLaVA folder `hf_dir`,
+// `tokens` and `pixels` [images, channels, size, size].
+at::Tensor llava_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, const at::Tensor& pixels,
+                                  int64_t vocab);
 
 }  // namespace megacpp::testing

@@ -10,6 +10,7 @@
 
 #include "megacpp/config/fsdp2_config_yaml.h"
 #include "models/llama/llama_model.h"
+#include "models/llava/llava_model.h"
 #include "parallel/device_mesh.h"
 
 namespace megacpp::config {
@@ -395,27 +396,55 @@ Strings yaml_files_in(const std::string& dir) {
   return names;
 }
 
-// What every file in configs/fsdp2 says, once resolved against the Llama model.
-std::map<std::string, FSDP2Config> expected_configs() {
-  std::map<std::string, FSDP2Config> expected;
+// A small LLaVA model: a 2-layer CLIP tower before small_llama.
+std::shared_ptr<models::LanguageModel> small_llava() {
+  models::LlavaSettings settings;
+  settings.vision.hidden_size = 8;
+  settings.vision.intermediate_size = 16;
+  settings.vision.num_layers = 2;
+  settings.vision.num_heads = 2;
+  settings.vision.image_size = 8;
+  settings.vision.patch_size = 4;
+  settings.vision_feature_layer = -1;
+  settings.image_token_id = 31;
+  return std::make_shared<models::LlavaModel>(settings, small_llama(), torch::TensorOptions());
+}
+
+// What every file in configs/fsdp2 says, once resolved against the model it is for, and the
+// modules it wraps.
+struct ShippedConfig {
+  FSDP2Config resolved;
+  std::shared_ptr<models::LanguageModel> (*model)() = [] { return std::shared_ptr<models::LanguageModel>(small_llama()); };
+  Strings wrapped = {"layers.0", "layers.1"};
+};
+
+std::map<std::string, ShippedConfig> expected_configs() {
+  std::map<std::string, ShippedConfig> expected;
   FSDP2Config layers;
   layers.sub_modules_to_wrap = {"layers.{*}"};
   layers.num_to_forward_prefetch = 1;
   layers.num_to_backward_prefetch = 1;
-  expected["llama_layers.yaml"] = layers;
+  expected["llama_layers.yaml"].resolved = layers;
 
   FSDP2Config roll = layers;
   roll.num_to_forward_prefetch = roll.num_to_backward_prefetch = 0;
   roll.param_dtype = roll.reduce_dtype = c10::kFloat;
-  expected["roll_strategy.yaml"] = roll;
+  expected["roll_strategy.yaml"].resolved = roll;
 
   FSDP2Config hsdp;
   hsdp.sharding_size = 2;
   hsdp.sub_modules_to_wrap = {"layers.{*}"};
   hsdp.param_dtype = c10::kBFloat16;
   hsdp.reduce_dtype = c10::kFloat;
-  expected["hsdp_bf16_roll.yaml"] = hsdp;
-  expected["hsdp_bf16_mindspeed.yaml"] = hsdp;
+  expected["hsdp_bf16_roll.yaml"].resolved = hsdp;
+  expected["hsdp_bf16_mindspeed.yaml"].resolved = hsdp;
+
+  ShippedConfig& llava = expected["llava_frozen_tower.yaml"];
+  llava.resolved.sub_modules_to_wrap = {"vision_tower.vision_model.encoder.layers.{*}", "language_model.layers.{*}"};
+  llava.resolved.freeze_module_prefix = {"vision_tower"};
+  llava.model = small_llava;
+  llava.wrapped = {"vision_tower.vision_model.encoder.layers.0", "vision_tower.vision_model.encoder.layers.1",
+                   "language_model.layers.0", "language_model.layers.1"};
   return expected;
 }
 
@@ -428,11 +457,11 @@ TEST(RollStrategyConfig, EveryShippedConfigLoadsAndShardsTheModel) {
     auto it = expected.find(file);
     ASSERT_NE(it, expected.end()) << "configs/fsdp2/" << file << " has no expectation in expected_configs()";
     const FSDP2Config loaded = load_fsdp2_config(config_dir() + "/" + file);
-    auto model = small_llama();
+    auto model = it->second.model();
     const FSDP2Config resolved = model->resolve_module_classes(loaded);
-    EXPECT_TRUE(resolved == it->second) << describe(resolved) << "\nexpected\n" << describe(it->second);
+    EXPECT_TRUE(resolved == it->second.resolved) << describe(resolved) << "\nexpected\n" << describe(it->second.resolved);
     model->fully_shard(single_mesh(), loaded, torch::kCPU);
-    EXPECT_EQ(model->wrapped_module_paths(), (Strings{"layers.0", "layers.1"}));
+    EXPECT_EQ(model->wrapped_module_paths(), it->second.wrapped);
   }
   for (const auto& item : expected) {
     EXPECT_NE(std::find(files.begin(), files.end(), item.first), files.end()) << item.first << " is missing from configs/fsdp2";

@@ -1,0 +1,109 @@
+// megacpp-caption: greedy captions of held-out images by a vision-language checkpoint, and
+// their accuracy (the share of captions equal to the reference text).
+//   megacpp-caption --load SAVE --data-path test.jsonl [--ckpt-step N] [tokenizer flags]
+//                   [--image-mean M --image-std S] [--micro-batch-size 64] [--show 5]
+// The tokenizer and image flags must be the training run's. Argument errors exit 2, failures 1.
+#include <cxxopts.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "checkpoint/checkpoint_model.h"
+#include "checkpoint/model_args.h"
+#include "megacpp/arguments.h"
+#include "megacpp/data/image_text_dataset.h"
+#include "megacpp/inference/captioning.h"
+#include "megacpp/model_arguments.h"
+#include "models/model_flags.h"
+#include "models/registry.h"
+
+namespace {
+
+using namespace megacpp;
+
+cxxopts::Options make_options() {
+  cxxopts::Options o("megacpp-caption", "Caption held-out images greedily with a vision-language checkpoint and score the captions.");
+  auto text = [] { return cxxopts::value<std::string>(); };
+  o.add_options()
+      ("load", "checkpoint root (Megatron layout)", text()->default_value(""))
+      ("ckpt-step", "the iteration to load (default: the latest)", text()->default_value(""))
+      ("data-path", "image-text JSON lines to caption ({\"image\": ..., \"text\": the reference})", text()->default_value(""))
+      ("tokenizer-type", "the training run's tokenizer", text()->default_value("ByteLevelTokenizer"))
+      ("vocab-file", "GPT2BPETokenizer: encoder.json", text()->default_value(""))
+      ("merge-file", "GPT2BPETokenizer: vocab.bpe", text()->default_value(""))
+      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json", text()->default_value(""))
+      ("vocab-size", "NullTokenizer: its ids", text()->default_value("0"))
+      ("image-mean", "the training run's --image-mean", text()->default_value("0.48145466,0.4578275,0.40821073"))
+      ("image-std", "the training run's --image-std", text()->default_value("0.26862954,0.26130258,0.27577711"))
+      ("micro-batch-size", "images captioned together", text()->default_value("64"))
+      ("show", "captions printed besides the score", text()->default_value("5"))
+      ("model-library", "a shared library registering model families", cxxopts::value<std::vector<std::string>>())
+      ("h,help", "print this help");
+  return o;
+}
+
+int caption(const cxxopts::ParseResult& r) {
+  const std::string load = r["load"].as<std::string>(), path = r["data-path"].as<std::string>();
+  if (load.empty() || path.empty()) throw std::invalid_argument("megacpp-caption needs --load and --data-path");
+  const std::string step = r["ckpt-step"].as<std::string>();
+  const auto reader = checkpoint::CheckpointReader::open(
+      load, step.empty() ? std::nullopt : std::optional<int64_t>(models::parse_flag_number<int64_t>("ckpt-step", step)), "--load");
+  if (!reader) throw std::runtime_error("--load " + load + " has no checkpoint");
+  const auto model = checkpoint::load_checkpoint_model(*reader);
+  const auto inputs = checkpoint::checkpoint_model(*reader)->image_inputs();
+  if (!inputs) throw std::invalid_argument("--load " + load + ": its model takes no images");
+  data::TokenizerOptions tokenizer_options;
+  tokenizer_options.type = r["tokenizer-type"].as<std::string>();
+  tokenizer_options.vocab_file = r["vocab-file"].as<std::string>();
+  tokenizer_options.merge_file = r["merge-file"].as<std::string>();
+  tokenizer_options.tokenizer_model = r["tokenizer-model"].as<std::string>();
+  tokenizer_options.vocab_size = models::parse_flag_number<int64_t>("vocab-size", r["vocab-size"].as<std::string>());
+  const auto tokenizer = data::build_tokenizer(tokenizer_options);
+  const data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image,
+                                     {inputs->size, inputs->channels, parse_channel_values("image-mean", r["image-mean"].as<std::string>()),
+                                      parse_channel_values("image-std", r["image-std"].as<std::string>())}};
+  const int64_t max_length = checkpoint::args_json(reader->object("args")).value("seq_length", int64_t{0});
+  if (max_length <= 0) throw std::runtime_error(reader->dir() + ": its args record no seq_length");
+  const auto records = data::read_image_text_file(path, *tokenizer, format, max_length + 1);
+  const int64_t batch = models::parse_flag_number<int64_t>("micro-batch-size", r["micro-batch-size"].as<std::string>());
+  if (batch <= 0) throw std::invalid_argument("--micro-batch-size must be positive");
+  const auto score = inference::score_captions(*model, records, *tokenizer, format, max_length, batch);
+  const auto show = static_cast<size_t>(models::parse_flag_number<int64_t>("show", r["show"].as<std::string>()));
+  for (size_t i = 0; i < std::min(show, score.captions.size()); ++i) {
+    const auto& c = score.captions[i];
+    std::printf("%s: \"%s\" (reference \"%s\")\n", c.where.c_str(), c.generated.c_str(), c.reference.c_str());
+  }
+  std::printf("caption accuracy: %.2f%% (%lld of %lld images of %s captioned as their reference by %s)\n",
+              100.0 * score.accuracy(), static_cast<long long>(score.correct), static_cast<long long>(score.images), path.c_str(),
+              reader->dir().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options = make_options();
+  cxxopts::ParseResult parsed;
+  try {
+    for (const auto& library : model_libraries_in(argc, argv)) models::load_model_library(library);
+    parsed = options.parse(argc, argv);
+    if (parsed.count("help")) {
+      std::cout << options.help() << std::endl;
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
+    return 2;
+  }
+  try {
+    return caption(parsed);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
+    return 1;
+  }
+}
