@@ -1,5 +1,6 @@
 // megacpp-preprocess: text -> Megatron indexed dataset (or HDF5), with the flags of Megatron-LM's
-// tools/preprocess_data.py. The work is megacpp::data::preprocess (megacpp/data/preprocess.h);
+// tools/preprocess_data.py; with --pack-images, image-text JSON lines -> packed images
+// (megacpp/data/image_pack.h). The work is megacpp::data::preprocess (megacpp/data/preprocess.h);
 // this file only parses flags. Argument errors exit 2, failures 1; progress goes to stderr,
 // the summary to stdout.
 #include <charconv>
@@ -10,11 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "megacpp/data/image_pack.h"
 #include "megacpp/data/preprocess.h"
 
 namespace {
 
+using megacpp::data::ImagePackOptions;
 using megacpp::data::PreprocessOptions;
+
+// What to do: tokenize text, or with --pack-images pack the images of image-text JSON lines.
+struct Job {
+  PreprocessOptions text;
+  bool pack_images = false;
+  ImagePackOptions images;
+};
 
 cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-preprocess", "Tokenize text into a Megatron indexed dataset (PREFIX_<key>_document)");
@@ -36,6 +46,12 @@ cxxopts::Options make_options() {
   o.add_options("output data")
       ("output-prefix", "output path without suffix: writes PREFIX_<key>_document.bin/.idx (or .h5)", text())
       ("output-format", "mmap (Megatron .bin/.idx) | hdf5", text()->default_value("mmap"));
+  o.add_options("images")
+      ("pack-images", "image-text JSON lines: decode, resize and crop every image once into PREFIX.pixels, with PREFIX.jsonl "
+       "pointing into it (the text is tokenized when training)")
+      ("img-h", "--pack-images: the vision tower's image height in pixels", text()->default_value("224"))
+      ("img-w", "--pack-images: its width (square images: --img-h)", text()->default_value("224"))
+      ("num-channels", "--pack-images: its channels (1 or 3)", text()->default_value("3"));
   o.add_options("runtime")
       ("workers", "tokenizing threads (output order is preserved)", text()->default_value("1"))
       ("log-interval", "documents between progress lines", text()->default_value("1000"))
@@ -79,7 +95,31 @@ std::vector<std::string> split_keys(const std::string& keys) {
   }
 }
 
-PreprocessOptions parse(int argc, char** argv, bool* help) {
+// --pack-images: the image flags; the text flags are refused by name (they would do nothing).
+ImagePackOptions parse_image_pack(const cxxopts::ParseResult& r) {
+  for (const char* flag : {"input-format", "document-separator", "json-keys", "append-eod", "tokenizer-type", "vocab-file", "merge-file",
+                           "tokenizer-model", "tokenizer-name-or-path", "vocab-size", "output-format"}) {
+    if (r.count(flag)) {
+      throw std::invalid_argument("--pack-images packs images only (the text is tokenized when training): drop --" + std::string(flag));
+    }
+  }
+  ImagePackOptions o;
+  if (r.count("input")) o.input = r["input"].as<std::string>();
+  if (r.count("output-prefix")) o.output_prefix = r["output-prefix"].as<std::string>();
+  if (o.input.empty() || o.output_prefix.empty()) throw std::invalid_argument("--pack-images needs --input and --output-prefix");
+  o.size = parse_int(r, "img-h");
+  if (parse_int(r, "img-w") != o.size) throw std::invalid_argument("--img-w must equal --img-h: the tower's images are square");
+  if (o.size < 1) throw std::invalid_argument("--img-h must be positive");
+  o.channels = parse_int(r, "num-channels");
+  if (o.channels != 1 && o.channels != 3) throw std::invalid_argument("--num-channels must be 1 or 3");
+  const int64_t workers = parse_int(r, "workers");
+  if (workers < 1 || workers > 1024) throw std::invalid_argument("--workers must be in [1, 1024]");
+  o.workers = static_cast<int>(workers);
+  o.log_interval = parse_int(r, "log-interval");
+  return o;
+}
+
+Job parse(int argc, char** argv, bool* help) {
   auto options = make_options();
   const std::vector<std::string> args = fold_json_keys(argc, argv);
   std::vector<const char*> argv2;
@@ -92,8 +132,17 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   }
   if (r.unmatched().size() > 0) throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
   *help = r.count("help") > 0;
-  PreprocessOptions o;
-  if (*help) return o;
+  Job job;
+  if (*help) return job;
+  job.pack_images = r["pack-images"].as<bool>();
+  if (job.pack_images) {
+    job.images = parse_image_pack(r);
+    return job;
+  }
+  for (const char* flag : {"img-h", "img-w", "num-channels"}) {
+    if (r.count(flag)) throw std::invalid_argument("--" + std::string(flag) + " needs --pack-images");
+  }
+  PreprocessOptions& o = job.text;
   if (r.count("input")) o.input = r["input"].as<std::string>();
   if (r.count("output-prefix")) o.output_prefix = r["output-prefix"].as<std::string>();
   o.input_format = r["input-format"].as<std::string>();
@@ -113,16 +162,16 @@ PreprocessOptions parse(int argc, char** argv, bool* help) {
   o.tokenizer.vocab_size = parse_int(r, "vocab-size");
   megacpp::data::validate_preprocess_options(o);
   megacpp::data::build_tokenizer(o.tokenizer);  // a bad tokenizer flag or file is an argument error (exit 2)
-  return o;
+  return job;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  PreprocessOptions options;
+  Job job;
   bool help = false;
   try {
-    options = parse(argc, argv, &help);
+    job = parse(argc, argv, &help);
   } catch (const std::invalid_argument& e) {
     std::cerr << "megacpp-preprocess: error: " << e.what() << "\n(see 'megacpp-preprocess --help')\n";
     return 2;
@@ -132,7 +181,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    const auto result = megacpp::data::preprocess(options, &std::cerr);
+    if (job.pack_images) {
+      const auto packed = megacpp::data::pack_images(job.images, &std::cerr);
+      std::cout << "Packed " << packed.images << " images (" << job.images.size << "x" << job.images.size << "x" << job.images.channels
+                << ") in " << packed.seconds << " s -> " << packed.pixels << ", " << packed.jsonl << "\n";
+      return 0;
+    }
+    const auto result = megacpp::data::preprocess(job.text, &std::cerr);
     std::cout << megacpp::data::format_summary(result);
     return 0;
   } catch (const std::exception& e) {

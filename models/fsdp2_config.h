@@ -2,6 +2,7 @@
 // FSDP2Mixin consumes it.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct FSDP2Config {
   c10::optional<c10::ScalarType> reduce_dtype;
   c10::optional<c10::ScalarType> output_dtype;
   bool cast_forward_inputs = true;
+  // cast_forward_inputs per wrapped module class ({"CLIPEncoderLayer": false}): the YAML key's
+  // mapping form. Over the model's own (FSDP2Mixin::cast_forward_inputs_by_class).
+  std::map<std::string, bool> cast_forward_inputs_by_class;
   int num_to_forward_prefetch = 0;
   int num_to_backward_prefetch = 0;
 
@@ -60,7 +64,8 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
          a.recompute_num_layers == b.recompute_num_layers && a.recompute_core_attention == b.recompute_core_attention &&
          a.reshard_after_forward == b.reshard_after_forward && a.param_dtype == b.param_dtype &&
          a.reduce_dtype == b.reduce_dtype && a.output_dtype == b.output_dtype &&
-         a.cast_forward_inputs == b.cast_forward_inputs && a.num_to_forward_prefetch == b.num_to_forward_prefetch &&
+         a.cast_forward_inputs == b.cast_forward_inputs && a.cast_forward_inputs_by_class == b.cast_forward_inputs_by_class &&
+         a.num_to_forward_prefetch == b.num_to_forward_prefetch &&
          a.num_to_backward_prefetch == b.num_to_backward_prefetch &&
          a.module_classes_to_wrap == b.module_classes_to_wrap &&
          a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&

@@ -191,6 +191,7 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   plan.options.device = device;
   plan.wrap_paths = ordered(order, match_module_paths(root, config.sub_modules_to_wrap, "sub_modules_to_wrap"));
   plan.wrap_paths.erase(std::remove(plan.wrap_paths.begin(), plan.wrap_paths.end(), ""), plan.wrap_paths.end());
+  plan.cast_forward_inputs_at = cast_forward_inputs_at(config, plan.wrap_paths);
   plan.recompute_paths = ordered(order, match_module_paths(root, config.recompute_modules, "recompute_modules"));
   if (config.recompute_num_layers > 0 && static_cast<int64_t>(plan.recompute_paths.size()) > config.recompute_num_layers) {
     plan.recompute_paths.resize(static_cast<size_t>(config.recompute_num_layers));  // the first N, in forward order
@@ -228,6 +229,33 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   return plan;
 }
 
+std::map<std::string, bool> FSDP2Mixin::cast_forward_inputs_at(const FSDP2Config& config, const std::vector<std::string>& wrap_paths) {
+  std::map<std::string, bool> by_class = cast_forward_inputs_by_class();
+  for (const auto& [name, value] : config.cast_forward_inputs_by_class) by_class[name] = value;
+  const auto classes = module_classes();
+  std::map<std::string, bool> out;
+  for (const auto& [name, value] : by_class) {
+    std::vector<std::string> patterns, known;
+    for (const auto& [class_name, pattern] : classes) {
+      if (class_name == name) patterns.push_back(pattern);
+      known.push_back(class_name);
+    }
+    if (patterns.empty() && config.cast_forward_inputs_by_class.count(name)) {
+      throw std::invalid_argument("cast_forward_inputs: '" + name + "' is not a module class of this model (known: " +
+                                  (known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))) + ")");
+    }
+    if (patterns.empty() || value == config.cast_forward_inputs) continue;
+    int64_t count = 0;
+    for (const auto& path : match_module_paths(self_module(), patterns, "cast_forward_inputs")) {
+      if (std::find(wrap_paths.begin(), wrap_paths.end(), path) == wrap_paths.end()) continue;
+      out[path] = value;
+      ++count;
+    }
+    if (count > 0) spdlog::info("fsdp2: cast_forward_inputs {} for {} ({} group(s))", value, name, count);
+  }
+  return out;
+}
+
 void FSDP2Mixin::apply_expert_patch(const FSDP2Config& config, const std::vector<std::string>& wrap_paths) {
   std::vector<std::pair<std::string, SparseMoeBlock*>> blocks;
   for (auto& [path, module] : parallel::named_hookable_modules(self_module())) {
@@ -260,7 +288,13 @@ void FSDP2Mixin::_fully_shard(const ShardingPlan& plan) {
   // next layer (as torchtitan does), only the root casts its output.
   parallel::fsdp::FullyShardOptions inner = plan.options;
   inner.mixed_precision.output_dtype = c10::nullopt;
-  for (auto& path : plan.wrap_paths) parallel::fsdp::fully_shard(module_at(path), *plan.mesh, inner);
+  for (auto& path : plan.wrap_paths) {
+    parallel::fsdp::FullyShardOptions options = inner;
+    if (auto it = plan.cast_forward_inputs_at.find(path); it != plan.cast_forward_inputs_at.end()) {
+      options.mixed_precision.cast_forward_inputs = it->second;
+    }
+    parallel::fsdp::fully_shard(module_at(path), *plan.mesh, options);
+  }
   parallel::fsdp::fully_shard(self_module(), *plan.mesh, plan.options);
   spdlog::info("fsdp2: sharded {} group(s) + root", plan.wrap_paths.size());
 }

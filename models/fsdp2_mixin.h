@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,8 @@ struct ShardingPlan {
   parallel::fsdp::FullyShardOptions options;   // for every fully_shard call
   std::vector<std::string> wrap_paths;         // post-order
   std::vector<std::string> recompute_paths;
+  // Wrapped modules whose cast_forward_inputs is not options' (by their class).
+  std::map<std::string, bool> cast_forward_inputs_at;
 };
 
 class FSDP2Mixin {
@@ -55,6 +58,10 @@ class FSDP2Mixin {
   // "layers.{*}.mlp.experts.{*}"}. Kept apart from module_classes(): experts are wrapped only
   // when asked. Default: none.
   virtual std::vector<std::pair<std::string, std::string>> expert_module_classes() const { return {}; }
+  // The cast_forward_inputs of the wrapped modules of a class, unless fsdp2_config.yaml names the
+  // class (LLaVA: CLIPEncoderLayer false, ROLL's choice for a vision tower). Default: none, every
+  // module takes the config's.
+  virtual std::map<std::string, bool> cast_forward_inputs_by_class() const { return {}; }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight
@@ -75,6 +82,7 @@ class FSDP2Mixin {
   // with it, every mixture-of-experts block runs all its experts.
   void apply_expert_patch(const FSDP2Config& config, const std::vector<std::string>& wrap_paths);
   void set_prefetch(const FSDP2Config& config);
+  std::map<std::string, bool> cast_forward_inputs_at(const FSDP2Config& config, const std::vector<std::string>& wrap_paths);
 
   ShardingPlan plan_;
 };

@@ -126,6 +126,22 @@ void read_model_args(const YAML::Node& node, const std::string& source, models::
   }
 }
 
+// cast_forward_inputs: true | false, or per wrapped module class {default: true, CLIPEncoderLayer: false}.
+void read_cast_forward_inputs(const YAML::Node& node, const std::string& source, const std::string& key, models::FSDP2Config& c) {
+  if (!node.IsMap()) {
+    c.cast_forward_inputs = scalar<bool>(node, source, key, "true or false, or a mapping of module classes to true or false");
+    return;
+  }
+  for (const auto& item : mapping_items(node, source, key + ".")) {
+    const bool value = scalar<bool>(item.value, source, key + "." + item.name, "true or false");
+    if (item.name == "default") {
+      c.cast_forward_inputs = value;
+    } else {
+      c.cast_forward_inputs_by_class[item.name] = value;
+    }
+  }
+}
+
 int non_negative(const YAML::Node& node, const std::string& source, const std::string& key) {
   int value = scalar<int>(node, source, key, "an integer");
   if (value < 0) fail(source, node, key, "must be >= 0");
@@ -280,7 +296,7 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       } else if (name == "output_dtype") {
         c.output_dtype = optional_dtype(v, source, key);
       } else if (name == "cast_forward_inputs") {
-        c.cast_forward_inputs = scalar<bool>(v, source, key, "true or false");
+        read_cast_forward_inputs(v, source, key, c);
       } else if (name == "num_to_forward_prefetch") {
         c.num_to_forward_prefetch = non_negative(v, source, key);
       } else if (name == "num_to_backward_prefetch") {

@@ -1,6 +1,6 @@
 // Images for a vision tower, read as transformers' CLIPImageProcessor prepares them: decoded
 // (PNG, JPEG, BMP, GIF, ... through Debian's stb_image), converted to the tower's channels (grey
-// repeated as RGB, alpha dropped), the shorter side resized to the tower's size (bicubic,
+// repeated as RGB, alpha dropped, RGB to grey as PIL's convert("L")), the shorter side resized to the tower's size (bicubic,
 // Catmull-Rom as PIL's, on 8-bit pixels) and the center cropped square, rescaled by 1/255 and
 // normalized with a per-channel mean and std.
 #pragma once
@@ -25,7 +25,12 @@ struct ImageProcessing {
 // file that cannot be read or decoded.
 std::vector<float> load_image(const std::string& path, const ImageProcessing& processing, const std::string& where);
 
-// The same for an 8-bit image already in memory, interleaved [height, width, channels].
-std::vector<float> process_image(const uint8_t* pixels, int width, int height, int channels, const ImageProcessing& processing);
+// The steps of load_image: the file decoded, converted to the channels, resized and cropped to
+// 8-bit pixels [size, size, channels] (what megacpp-preprocess --pack-images stores)...
+std::vector<uint8_t> prepare_image(const std::string& path, int64_t size, int64_t channels, const std::string& where);
+// ... the same for an 8-bit image in memory, interleaved [height, width, channels_in] ...
+std::vector<uint8_t> prepare_image(const uint8_t* pixels, int width, int height, int channels_in, int64_t size, int64_t channels);
+// ... and those pixels rescaled by 1/255 and normalized, [channels, size, size].
+std::vector<float> normalize_image(const uint8_t* prepared, const ImageProcessing& processing);
 
 }  // namespace megacpp::data

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -25,8 +26,41 @@ std::string text_field(const nlohmann::json& line, const std::string& key, bool 
   return it->get<std::string>();
 }
 
+// Packed-image files by path, each opened once.
+using PackCache = std::map<std::string, std::shared_ptr<const PackedImages>>;
+
+// {"pixels": "FILE.pixels", "index": N}: image N of images packed at the format's shape.
+void read_packed_image(const nlohmann::json& image, const fs::path& folder, const ImageTextFormat& format, PackCache& packs,
+                       ImageTextRecord& r) {
+  const std::string file = text_field(image, "pixels", true, r.where + ": \"image\"");
+  const auto index = image.find("index");
+  if (index == image.end() || !index->is_number_integer()) throw std::invalid_argument(r.where + ": \"image\": no integer \"index\"");
+  const std::string path = (folder / file).lexically_normal().string();
+  auto& pack = packs[path];
+  if (!pack) {
+    try {
+      pack = std::make_shared<const PackedImages>(path);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(r.where + ": " + e.what());
+    }
+  }
+  const auto& p = format.processing;
+  if (pack->channels() != p.channels || pack->size() != p.size) {
+    throw std::invalid_argument(r.where + ": " + path + " holds " + std::to_string(pack->size()) + "x" + std::to_string(pack->size()) + "x" +
+                                std::to_string(pack->channels()) + " images; the model takes " + std::to_string(p.size) + "x" +
+                                std::to_string(p.size) + "x" + std::to_string(p.channels) + " (pack them again with --img-h " +
+                                std::to_string(p.size) + " --num-channels " + std::to_string(p.channels) + ")");
+  }
+  r.packed = pack;
+  r.packed_index = index->get<int64_t>();
+  if (r.packed_index < 0 || r.packed_index >= pack->count()) {
+    throw std::invalid_argument(r.where + ": image index " + std::to_string(r.packed_index) + " is not in " + path + " (" +
+                                std::to_string(pack->count()) + " images)");
+  }
+}
+
 ImageTextRecord parse_line(const std::string& line, const fs::path& folder, const Tokenizer& tokenizer, const ImageTextFormat& format,
-                           int64_t sample_length, const std::string& where) {
+                           int64_t sample_length, const std::string& where, PackCache& packs) {
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(line);
@@ -36,11 +70,15 @@ ImageTextRecord parse_line(const std::string& line, const fs::path& folder, cons
   if (!object.is_object()) throw std::invalid_argument(where + ": expected a JSON object {\"image\": ..., \"text\": ...}");
   ImageTextRecord r;
   r.where = where;
-  const std::string image = text_field(object, "image", true, where);
+  const auto image = object.find("image");
+  if (image != object.end() && image->is_object()) {
+    read_packed_image(*image, folder, format, packs, r);
+  } else {
+    r.image = (folder / text_field(object, "image", true, where)).lexically_normal().string();
+    if (!fs::is_regular_file(r.image)) throw std::invalid_argument(where + ": the image " + r.image + " does not exist");
+  }
   const std::string text = text_field(object, "text", true, where);
   if (text.empty()) throw std::invalid_argument(where + ": \"text\" is empty: nothing to learn");
-  r.image = (folder / image).lexically_normal().string();
-  if (!fs::is_regular_file(r.image)) throw std::invalid_argument(where + ": the image " + r.image + " does not exist");
   r.prompt = tokenizer.tokenize(text_field(object, "prompt", false, where));
   r.text = tokenizer.tokenize(text);
   r.text.push_back(tokenizer.eod());
@@ -61,16 +99,22 @@ ImageTextRecord parse_line(const std::string& line, const fs::path& folder, cons
 
 }  // namespace
 
+std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProcessing& processing) {
+  if (record.packed) return normalize_image(record.packed->image(record.packed_index), processing);
+  return load_image(record.image, processing, record.where);
+}
+
 std::vector<ImageTextRecord> read_image_text_file(const std::string& path, const Tokenizer& tokenizer, const ImageTextFormat& format,
                                                   int64_t sample_length) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot read the image-text file " + path);
   const fs::path folder = fs::path(path).parent_path();
   std::vector<ImageTextRecord> records;
+  PackCache packs;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    records.push_back(parse_line(line, folder, tokenizer, format, sample_length, path + ":" + std::to_string(number)));
+    records.push_back(parse_line(line, folder, tokenizer, format, sample_length, path + ":" + std::to_string(number), packs));
   }
   if (records.empty()) throw std::invalid_argument(path + ": no samples");
   return records;
@@ -116,7 +160,7 @@ void ImageTextDataset::sample_extras(int64_t index, uint8_t* loss_mask, std::vec
   const int64_t text_begin = format_.tokens_per_image + static_cast<int64_t>(r.prompt.size());
   const int64_t text_end = text_begin + static_cast<int64_t>(r.text.size());
   for (int64_t i = 0; i + 1 < sample_length_; ++i) loss_mask[i] = i + 1 >= text_begin && i + 1 < text_end;
-  const std::vector<float> image = load_image(r.image, format_.processing, r.where);
+  const std::vector<float> image = record_pixels(r, format_.processing);
   pixels.insert(pixels.end(), image.begin(), image.end());
 }
 

@@ -2,12 +2,14 @@
 //
 //   {"image": "images/00001.png", "text": "a photo of a bag"}
 //   {"image": "cat.jpg", "prompt": "What is this?", "text": "A cat."}
+//   {"image": {"pixels": "train.pixels", "index": 17}, "text": "a photo of a bag"}
 //
-// (the image path relative to the file; "prompt" optional). A sample's tokens are the image
+// (paths relative to the file; "prompt" optional; the last form points into images packed by
+// megacpp-preprocess --pack-images, packed_images.h). A sample's tokens are the image
 // placeholder tokens (one per image feature), the prompt's, the text's and the end-of-document
 // token, padded with it to the sample length; only the text and its end-of-document token are
-// scored, as LLaVA masks the image and the prompt with -100. Images are decoded when a sample is
-// read (image_loader.h).
+// scored, as LLaVA masks the image and the prompt with -100. Image files are decoded when a
+// sample is read (image_loader.h); packed images are only normalized.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "megacpp/data/image_loader.h"
+#include "megacpp/data/packed_images.h"
 #include "megacpp/data/sample_source.h"
 #include "megacpp/data/tokenizer/tokenizer.h"
 
@@ -32,14 +35,21 @@ struct ImageTextFormat {
 // One line, tokenized.
 struct ImageTextRecord {
   std::string image;                // the file, its path resolved against the data file's folder
+  std::shared_ptr<const PackedImages> packed;  // or the packed images holding it, at packed_index
+  int64_t packed_index = -1;
   std::vector<int64_t> prompt;      // not scored
   std::vector<int64_t> text;        // scored, with the end-of-document token
   std::string where;                // "FILE:LINE", for errors
 };
 
+// The record's image, [channels, size, size], decoded or read from its pack and normalized.
+// Errors name the record's FILE:LINE.
+std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProcessing& processing);
+
 // Every line of `path` (blank lines skipped). Throws std::invalid_argument naming FILE:LINE for
 // a line that is not a JSON object, lacks "image" or "text" (strings; the text not empty), names
-// an image that does not exist, has a text whose tokens hold the image token id, or whose image
+// an image that does not exist (or packed images of another shape than `format`'s, or an index
+// outside them), has a text whose tokens hold the image token id, or whose image
 // and prompt leave no label to score in `sample_length` tokens.
 std::vector<ImageTextRecord> read_image_text_file(const std::string& path, const Tokenizer& tokenizer, const ImageTextFormat& format,
                                                   int64_t sample_length);

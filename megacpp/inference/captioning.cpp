@@ -4,7 +4,6 @@
 
 #include <torch/torch.h>
 
-#include "megacpp/data/image_loader.h"
 
 namespace megacpp::inference {
 namespace {
@@ -13,7 +12,7 @@ namespace {
 at::Tensor images_of(const std::vector<data::ImageTextRecord>& records, size_t begin, size_t end, const data::ImageTextFormat& format) {
   std::vector<float> pixels;
   for (size_t i = begin; i < end; ++i) {
-    const std::vector<float> image = data::load_image(records[i].image, format.processing, records[i].where);
+    const std::vector<float> image = data::record_pixels(records[i], format.processing);
     pixels.insert(pixels.end(), image.begin(), image.end());
   }
   const int64_t size = format.processing.size;

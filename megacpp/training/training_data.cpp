@@ -52,6 +52,7 @@ void build_image_text_splits(const TrainingArguments& args, const std::array<dou
                                        records->size(), path, bounds[1] - bounds[0], bounds[2] - bounds[1], bounds[3] - bounds[2],
                                        inputs->channels, inputs->size, inputs->size, inputs->tokens_per_image, inputs->token_id,
                                        fmt::join(args.image_mean, ","), fmt::join(args.image_std, ",")));
+  if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: image-text samples have no indices to cache");
 }
 
 // The datasets of the splits, each sized for the samples the run reads from it.

@@ -6,6 +6,7 @@
 // multi_modal_projector.linear_{1,2}, language_model.* (the language model's own names).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,6 +63,9 @@ class LlavaModel : public LanguageModel {
   // CLIPEncoderLayer (vision_tower.vision_model.encoder.layers.{*}) and the language model's
   // classes under language_model.
   std::vector<std::pair<std::string, std::string>> module_classes() const override;
+  // CLIPEncoderLayer: false. The tower's activations come as the previous layer made them, as
+  // ROLL wraps a vision encoder (for precision).
+  std::map<std::string, bool> cast_forward_inputs_by_class() const override { return {{"CLIPEncoderLayer", false}}; }
   std::string input_embeddings_path() const override { return "language_model." + language_model_->input_embeddings_path(); }
   std::string output_layer_path() const override;
   std::vector<AuxiliaryLoss> auxiliary_losses() const override { return language_model_->auxiliary_losses(); }

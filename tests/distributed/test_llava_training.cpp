@@ -3,7 +3,8 @@
 // per CLIP encoder layer: the same losses on 1 rank, FSDP on 2 and 4 ranks and HSDP; the tower
 // bit for bit as initialized, no optimizer state for it; unfrozen it trains. The checkpoint
 // exports to a folder transformers' LLaVA code (the NumPy reference) reads to the same logits,
-// which imports back to train. Bad data is refused naming FILE:LINE. scripts/vl_demo.sh
+// which imports back to train. Bad data is refused naming FILE:LINE. Images packed once by
+// megacpp-preprocess train as the files do. scripts/vl_demo.sh
 // captions held-out images well above chance.
 #include <gtest/gtest.h>
 
@@ -42,10 +43,10 @@ std::string fashion_mnist(const std::string& dir, int train_images, int test_ima
   return dir;
 }
 
-double optimizer_state_mb(const TrainRun& run) {
-  static const std::regex line(R"(optimizer state: ([0-9.]+))");
+// A figure of the first memory line, e.g. "optimizer state".
+double memory_mb(const TrainRun& run, const std::string& what) {
   std::smatch m;
-  EXPECT_TRUE(std::regex_search(run.result.output, m, line)) << run.result.output;
+  EXPECT_TRUE(std::regex_search(run.result.output, m, std::regex(what + R"(: ([0-9.]+))"))) << run.result.output;
   return m.empty() ? 0.0 : std::stod(m[1]);
 }
 
@@ -78,13 +79,15 @@ TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock)
     EXPECT_EQ(tensor.equal(sharded.at(name)), in_tower(name)) << name << " (FSDP on 4 ranks)";
     if (!in_tower(name)) trainable += tensor.numel();
   }
-  EXPECT_NEAR(optimizer_state_mb(one), 2.0 * trainable * 4 / (1024 * 1024), 1e-3) << "AdamW's moments of the trainable only";
+  EXPECT_NEAR(memory_mb(one, "optimizer state"), 2.0 * trainable * 4 / (1024 * 1024), 1e-3) << "AdamW's moments of the trainable only";
+  EXPECT_NEAR(memory_mb(one, "sharded grads"), 1.0 * trainable * 4 / (1024 * 1024), 1e-3) << "gradients of the trainable only";
 
   // Unfrozen, the tower's first layer trains (the second is past the feature layer, -2: never run,
   // as transformers discards it) and its optimizer state appears.
   const TrainRun unfrozen = train(1, kModel + data + " --dump-final-params " + dir + "/unfrozen.pt");
   testing::expect_trained(unfrozen, 6);
-  EXPECT_GT(optimizer_state_mb(unfrozen), optimizer_state_mb(one) + 0.005);
+  EXPECT_GT(memory_mb(unfrozen, "optimizer state"), memory_mb(one, "optimizer state") + 0.005);
+  EXPECT_GT(memory_mb(unfrozen, "sharded grads"), memory_mb(one, "sharded grads") + 0.002);
   const auto moved = testing::read_tensor_dict(dir + "/unfrozen.pt");
   const std::string layer = "vision_tower.vision_model.encoder.layers.";
   EXPECT_FALSE(initial.at(layer + "0.mlp.fc1.weight").equal(moved.at(layer + "0.mlp.fc1.weight")));
@@ -138,6 +141,33 @@ TEST(LlavaTraining, BadImageDataIsRefusedNamingFileAndLine) {
   const TrainRun text_only = train(1, "--model-type llama --train-iters 1 --data-path " + dir + "/train.jsonl");
   EXPECT_NE(text_only.result.output.find("holds image-text samples, which --model-type llama cannot read"), std::string::npos)
       << text_only.result.output;
+}
+
+// megacpp-preprocess --pack-images decodes once; training on the packed lines reads the same
+// pixels, so the losses are the same to the bit. A pack of another shape is refused by line.
+TEST(LlavaTraining, PackedImagesTrainAsTheImageFilesDo) {
+  const std::string dir = testing::scratch_dir();
+  fashion_mnist(dir, 32, 0);
+  const std::string preprocess = std::string(MEGACPP_PREPROCESS_BINARY) + " --pack-images --input " + dir + "/train.jsonl --output-prefix " +
+                                 dir + "/packed/train --img-h 28 --img-w 28 --num-channels 1 --workers 2";
+  const auto packed = testing::run_command(preprocess);
+  ASSERT_EQ(packed.status, 0) << packed.output;
+  EXPECT_NE(packed.output.find("Packed 32 images (28x28x1)"), std::string::npos) << packed.output;
+  const TrainRun files = train(1, kModel + " --data-path " + dir + "/train.jsonl");
+  const TrainRun from_pack = train(1, kModel + " --data-path " + dir + "/packed/train.jsonl");
+  testing::expect_trained(files, 6);
+  testing::expect_same_losses(files, from_pack, "packed images", 0.0);
+
+  const TrainRun other_shape = train(1, kModel + " --num-channels 3 --data-path " + dir + "/packed/train.jsonl");
+  EXPECT_NE(other_shape.result.output.find("train.jsonl:1: " + dir + "/packed/train.pixels holds 28x28x1 images; the model takes 28x28x3 "
+                                           "(pack them again with --img-h 28 --num-channels 3)"),
+            std::string::npos)
+      << other_shape.result.output;
+  const auto refused = testing::run_command(preprocess + " --append-eod");
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.output.find("--pack-images packs images only (the text is tokenized when training): drop --append-eod"),
+            std::string::npos)
+      << refused.output;
 }
 
 // The README's vision-language quickstart, as written: held-out caption accuracy well above

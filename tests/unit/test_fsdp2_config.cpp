@@ -12,6 +12,7 @@
 #include "models/llama/llama_model.h"
 #include "models/llava/llava_model.h"
 #include "parallel/device_mesh.h"
+#include "parallel/fsdp/fully_shard.h"
 
 namespace megacpp::config {
 namespace {
@@ -465,6 +466,50 @@ TEST(RollStrategyConfig, EveryShippedConfigLoadsAndShardsTheModel) {
   }
   for (const auto& item : expected) {
     EXPECT_NE(std::find(files.begin(), files.end(), item.first), files.end()) << item.first << " is missing from configs/fsdp2";
+  }
+}
+
+// cast_forward_inputs per wrapped module class: LLaVA's CLIP layers take their inputs as they
+// come unless the YAML says otherwise; the rest take the config's.
+TEST(RollStrategyConfig, CastForwardInputsPerModuleClass) {
+  auto cast_of = [](models::LanguageModel& model, const std::string& path) {
+    for (auto& [p, module] : parallel::named_hookable_modules(model)) {
+      if (p == path) return parallel::fsdp::fsdp_state(*module)->options().mixed_precision.cast_forward_inputs;
+    }
+    ADD_FAILURE() << "no module " << path;
+    return true;
+  };
+  const std::string wrap = "wrap_policy:\n  transformer_layer_cls_to_wrap: [CLIPEncoderLayer, LlamaDecoderLayer]\n";
+  auto model = small_llava();
+  model->fully_shard(single_mesh(), parse_fsdp2_config(wrap + "param_dtype: bf16\n", "cfg.yaml"), torch::kCPU);
+  EXPECT_FALSE(cast_of(*model, "vision_tower.vision_model.encoder.layers.0")) << "the model's default for CLIPEncoderLayer";
+  EXPECT_TRUE(cast_of(*model, "language_model.layers.1"));
+  EXPECT_TRUE(cast_of(*model, ""));
+
+  const FSDP2Config per_class = parse_fsdp2_config(wrap + "cast_forward_inputs:\n  default: false\n  CLIPEncoderLayer: true\n", "cfg.yaml");
+  EXPECT_FALSE(per_class.cast_forward_inputs);
+  EXPECT_EQ(per_class.cast_forward_inputs_by_class, (std::map<std::string, bool>{{"CLIPEncoderLayer", true}}));
+  model = small_llava();
+  model->fully_shard(single_mesh(), per_class, torch::kCPU);
+  EXPECT_TRUE(cast_of(*model, "vision_tower.vision_model.encoder.layers.1")) << "the YAML over the model";
+  EXPECT_FALSE(cast_of(*model, "language_model.layers.0"));
+  EXPECT_FALSE(cast_of(*model, ""));
+
+  try {
+    small_llama()->fully_shard(single_mesh(), parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: false\n", "cfg.yaml"),
+                               torch::kCPU);
+    ADD_FAILURE() << "a class the model does not have";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cast_forward_inputs: 'CLIPEncoderLayer' is not a module class of this model (known: "
+                                         "LlamaDecoderLayer)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: maybe\n", "cfg.yaml");
+    ADD_FAILURE() << "not a boolean";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cast_forward_inputs.CLIPEncoderLayer"), std::string::npos) << e.what();
   }
 }
 
