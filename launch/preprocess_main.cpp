@@ -116,6 +116,7 @@ ImagePackOptions parse_image_pack(const cxxopts::ParseResult& r) {
   if (workers < 1 || workers > 1024) throw std::invalid_argument("--workers must be in [1, 1024]");
   o.workers = static_cast<int>(workers);
   o.log_interval = parse_int(r, "log-interval");
+  if (o.log_interval < 1) throw std::invalid_argument("--log-interval must be >= 1");
   return o;
 }
 

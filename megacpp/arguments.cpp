@@ -8,6 +8,7 @@
 
 #include "megacpp/argument_rules.h"
 #include "megacpp/command_line.h"
+#include "megacpp/data/image_text_dataset.h"
 #include "checkpoint/checkpoint_model.h"
 #include "megacpp/checked_math.h"
 #include "megacpp/megatron_architecture.h"
@@ -152,8 +153,10 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.split = r["split"].as<std::string>();
   a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());
   a.image_std = parse_channel_values("image-std", r["image-std"].as<std::string>());
-  for (double s : a.image_std) {
-    if (s <= 0) throw std::invalid_argument("--image-std: each channel's std must be positive");
+  for (const char* flag : {"image-mean", "image-std"}) {
+    if (r.count(flag) && !data::is_image_text_path(a.data_path)) {
+      throw std::invalid_argument("--" + std::string(flag) + " applies to image-text data (--data-path FILE.jsonl) only");
+    }
   }
   a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   a.tokenizer.merge_file = r["merge-file"].as<std::string>();

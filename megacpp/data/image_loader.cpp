@@ -49,6 +49,18 @@ Pixels resize_and_crop(const Pixels& in, int size) {
 
 }  // namespace
 
+void check_image_processing(const ImageProcessing& p) {
+  if (p.channels != 1 && p.channels != 3) throw std::invalid_argument("--num-channels must be 1 or 3, got " + std::to_string(p.channels));
+  for (const auto& [flag, values] : {std::make_pair("--image-mean", p.mean), std::make_pair("--image-std", p.std)}) {
+    if (p.channels == 1 && (values[1] != values[0] || values[2] != values[0])) {
+      throw std::invalid_argument(std::string(flag) + " gives 3 different values for images of 1 channel: give one");
+    }
+  }
+  for (double s : p.std) {
+    if (!(s > 0)) throw std::invalid_argument("--image-std: each channel's std must be positive");
+  }
+}
+
 std::vector<uint8_t> prepare_image(const uint8_t* pixels, int width, int height, int channels_in, int64_t size, int64_t channels) {
   if (channels != 1 && channels != 3) throw std::invalid_argument("images of " + std::to_string(channels) + " channels: only 1 or 3");
   Pixels in;

@@ -20,6 +20,10 @@ struct ImageProcessing {
   std::array<double, 3> std = {0.26862954, 0.26130258, 0.27577711};
 };
 
+// Throws std::invalid_argument naming --num-channels, --image-mean or --image-std for channels
+// other than 1 or 3, a std that is not positive, or per-channel values a grey model cannot use.
+void check_image_processing(const ImageProcessing& processing);
+
 // The pixels of the image file `path`, [channels, size, size] in C order. Throws
 // std::runtime_error starting with `where` (the data file and line that name the image) for a
 // file that cannot be read or decoded.

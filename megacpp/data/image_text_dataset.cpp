@@ -99,6 +99,12 @@ ImageTextRecord parse_line(const std::string& line, const fs::path& folder, cons
 
 }  // namespace
 
+bool is_image_text_path(const std::vector<std::string>& data_path) {
+  const std::string suffix = ".jsonl";
+  return data_path.size() == 1 && data_path[0].size() > suffix.size() &&
+         data_path[0].compare(data_path[0].size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProcessing& processing) {
   if (record.packed) return normalize_image(record.packed->image(record.packed_index), processing);
   return load_image(record.image, processing, record.where);
@@ -106,6 +112,7 @@ std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProce
 
 std::vector<ImageTextRecord> read_image_text_file(const std::string& path, const Tokenizer& tokenizer, const ImageTextFormat& format,
                                                   int64_t sample_length) {
+  check_image_processing(format.processing);
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot read the image-text file " + path);
   const fs::path folder = fs::path(path).parent_path();

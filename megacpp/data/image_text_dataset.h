@@ -42,6 +42,9 @@ struct ImageTextRecord {
   std::string where;                // "FILE:LINE", for errors
 };
 
+// Whether --data-path names image-text data: one path ending in .jsonl.
+bool is_image_text_path(const std::vector<std::string>& data_path);
+
 // The record's image, [channels, size, size], decoded or read from its pack and normalized.
 // Errors name the record's FILE:LINE.
 std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProcessing& processing);

@@ -37,20 +37,34 @@ PackedImages::PackedImages(const std::string& path) : path_(path) {
   if (mapped_bytes_ >= kHeaderBytes) mapping_ = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (mapping_ == MAP_FAILED) mapping_ = nullptr;
+  try {
+    read_header();
+  } catch (...) {
+    if (mapping_) ::munmap(mapping_, mapped_bytes_);
+    throw;
+  }
+}
+
+void PackedImages::read_header() {
   const auto* bytes = static_cast<const uint8_t*>(mapping_);
   if (!bytes || std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0) {
-    throw std::invalid_argument(path + " is not a packed-images file (made by megacpp-preprocess --pack-images)");
+    throw std::invalid_argument(path_ + " is not a packed-images file (made by megacpp-preprocess --pack-images)");
   }
-  count_ = static_cast<int64_t>(read_u64(bytes + 8));
-  channels_ = static_cast<int64_t>(read_u64(bytes + 16));
-  height_ = static_cast<int64_t>(read_u64(bytes + 24));
-  width_ = static_cast<int64_t>(read_u64(bytes + 32));
-  const size_t expected = kHeaderBytes + static_cast<size_t>(count_ * channels_ * height_ * width_);
-  if (expected != mapped_bytes_ || height_ != width_) {
-    throw std::invalid_argument(path + ": the header says " + std::to_string(count_) + " images of " + std::to_string(height_) + "x" +
-                                std::to_string(width_) + "x" + std::to_string(channels_) + " (" + std::to_string(expected) +
-                                " bytes), the file has " + std::to_string(mapped_bytes_) + " (cut short?)");
+  uint64_t shape[4];
+  for (int i = 0; i < 4; ++i) shape[i] = read_u64(bytes + 8 + 8 * i);
+  uint64_t image_bytes = 0, all_bytes = 0;
+  const bool overflow = __builtin_mul_overflow(shape[1], shape[2], &image_bytes) ||
+                        __builtin_mul_overflow(image_bytes, shape[3], &image_bytes) ||
+                        __builtin_mul_overflow(image_bytes, shape[0], &all_bytes) || all_bytes > mapped_bytes_;
+  if (overflow || kHeaderBytes + all_bytes != mapped_bytes_ || shape[2] != shape[3]) {
+    throw std::invalid_argument(path_ + ": the header says " + std::to_string(shape[0]) + " images of " + std::to_string(shape[2]) + "x" +
+                                std::to_string(shape[3]) + "x" + std::to_string(shape[1]) + ", not what the file's " +
+                                std::to_string(mapped_bytes_) + " bytes hold (cut short?)");
   }
+  count_ = static_cast<int64_t>(shape[0]);
+  channels_ = static_cast<int64_t>(shape[1]);
+  height_ = static_cast<int64_t>(shape[2]);
+  width_ = static_cast<int64_t>(shape[3]);
   data_ = bytes + kHeaderBytes;
 }
 

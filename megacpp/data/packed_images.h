@@ -31,6 +31,8 @@ class PackedImages {
   const uint8_t* image(int64_t index) const;
 
  private:
+  void read_header();  // throws for a file whose header and size disagree
+
   std::string path_;
   int64_t count_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   const uint8_t* data_ = nullptr;

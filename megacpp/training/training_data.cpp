@@ -17,12 +17,6 @@ namespace megacpp::training {
 
 namespace {
 
-bool is_image_text(const std::vector<std::string>& data_path) {
-  const std::string suffix = ".jsonl";
-  return data_path.size() == 1 && data_path[0].size() > suffix.size() &&
-         data_path[0].compare(data_path[0].size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // --data-path FILE.jsonl: its lines split by --split into contiguous ranges (as Megatron splits
 // documents), each read in a new order every pass.
 void build_image_text_splits(const TrainingArguments& args, const std::array<double, 3>& split, TrainingData& result) {
@@ -69,7 +63,7 @@ void build_splits(const TrainingArguments& args, bool writes_index_cache, const 
     if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: mock samples have no indices to cache");
     return;
   }
-  if (is_image_text(args.data_path)) return build_image_text_splits(args, split, result);
+  if (data::is_image_text_path(args.data_path)) return build_image_text_splits(args, split, result);
   data::DatasetSplits built = data::build_gpt_datasets(data::parse_data_blend(args.data_path), split, result.samples_needed,
                                                        args.seq_length, args.seed, {args.data_cache_path, writes_index_cache});
   result.splits = built.splits;

@@ -39,7 +39,7 @@ void LlavaConfig::validate() const {
               std::to_string(v.num_heads) + ")");
   require(v.intermediate_size > 0, "--vision-ffn-hidden-size must be positive");
   require(v.layer_norm_eps > 0, "--vision-norm-epsilon must be positive");
-  require(v.num_channels > 0, "--num-channels must be positive");
+  require(v.num_channels == 1 || v.num_channels == 3, "--num-channels must be 1 (grey) or 3 (RGB), got " + std::to_string(v.num_channels));
   require(v.patch_size > 0 && v.image_size > 0 && v.image_size % v.patch_size == 0,
           "--img-h (" + std::to_string(v.image_size) + ") must be a positive multiple of --patch-dim (" + std::to_string(v.patch_size) + ")");
   require(settings.vision_layers_run() >= 0 && settings.vision_layers_run() <= v.num_layers,

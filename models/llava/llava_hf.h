@@ -17,8 +17,9 @@ nlohmann::json llava_hf_config(const LlavaConfig& config, const std::string& tor
 
 // The LlavaConfig a config.json describes, with transformers' defaults for absent keys. Refuses,
 // naming `path` and the key, what megacpp cannot compute the same way: a vision tower other than
-// CLIP's (vision_config.model_type), an activation other than quick_gelu / gelu, features of
-// several layers, attention dropout; the text_config as its own family refuses.
+// CLIP's (vision_config.model_type), a tower activation other than quick_gelu or a projector one
+// other than gelu, features of several layers, attention dropout; the text_config as its own
+// family refuses.
 std::shared_ptr<LlavaConfig> llava_config_from_hf(const nlohmann::json& config, const std::string& path);
 
 HfTensorName llava_hf_tensor(const LlavaConfig& config, const std::string& fqn);

@@ -48,6 +48,21 @@ TEST(ImageLoader, NormalizesPerChannelIntoChannelsFirst) {
   EXPECT_FLOAT_EQ(out[2], -0.5f);  // (0 - 1) / 2
 }
 
+TEST(ImageLoader, RefusesSettingsItCannotApply) {
+  ImageProcessing p;
+  p.channels = 2;
+  EXPECT_NE(error_of([&] { data::check_image_processing(p); }).find("--num-channels must be 1 or 3, got 2"), std::string::npos);
+  p.channels = 1;
+  EXPECT_NE(error_of([&] { data::check_image_processing(p); }).find("--image-mean gives 3 different values for images of 1 channel"),
+            std::string::npos)
+      << "CLIP's RGB mean for a grey tower";
+  p.mean = {0.3, 0.3, 0.3};
+  p.std = {0.4, 0.4, 0.4};
+  EXPECT_EQ(error_of([&] { data::check_image_processing(p); }), "");
+  p.std = {0.0, 0.0, 0.0};
+  EXPECT_NE(error_of([&] { data::check_image_processing(p); }).find("--image-std: each channel's std must be positive"), std::string::npos);
+}
+
 TEST(ImageLoader, DecodesPngExactlyAndJpegClosely) {
   TempDir dir;
   std::vector<uint8_t> rgb(28 * 28 * 3);
@@ -86,6 +101,10 @@ TEST(PackedImages, ReadsBackWhatWasWrittenAndRefusesOtherFiles) {
   const std::string bytes = read_bytes(dir / "p.pixels");
   std::ofstream(dir / "cut.pixels", std::ios::binary) << bytes.substr(0, bytes.size() - 1);
   EXPECT_NE(error_of([&] { data::PackedImages q(dir / "cut.pixels"); }).find("(cut short?)"), std::string::npos);
+  std::string huge = bytes;
+  for (int i = 0; i < 8; ++i) huge[8 + i] = static_cast<char>(0xff);  // a count that overflows the size
+  std::ofstream(dir / "huge.pixels", std::ios::binary) << huge;
+  EXPECT_NE(error_of([&] { data::PackedImages q(dir / "huge.pixels"); }).find("(cut short?)"), std::string::npos);
 }
 
 }  // namespace

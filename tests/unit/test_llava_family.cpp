@@ -89,6 +89,10 @@ TEST(LlavaFamily, RefusesBadFlagsByName) {
   EXPECT_NE(error_of({"--vision-model-type", "siglip"}).find("--vision-model-type siglip: only clip is implemented"), std::string::npos);
   EXPECT_NE(error_of({"--vision-num-attention-heads", "3"}).find("--vision-hidden-size (16) must be a positive multiple of"),
             std::string::npos);
+  EXPECT_NE(error_of({"--num-channels", "2"}).find("--num-channels must be 1 (grey) or 3 (RGB), got 2"), std::string::npos);
+  EXPECT_NE(error_of({"--image-mean", "0.5"}).find("--image-mean applies to image-text data (--data-path FILE.jsonl) only"),
+            std::string::npos)
+      << "with --mock-data it would do nothing";
   // A language model that takes no input embeddings is refused when built.
   std::vector<std::string> gpt = {"--mock-data", "--model-type", "llava", "--language-model-type", "gpt", "--img-h", "8", "--img-w", "8",
                                   "--patch-dim", "4"};
