@@ -33,7 +33,7 @@ fi
 if [ "$FLAVOR" = cpu ]; then ROOT="${1:-.cache/pytorch2}"; else ROOT="${1:-.cache/pytorch2-cuda}"; fi
 READY="$ROOT/.megacpp-ready"
 SUITE=trixie
-RECIPE=6  # bump when the package lists below change
+RECIPE=7  # bump when the package lists below change
 
 BUILD_PACKAGES=(build-essential cmake ccache pkg-config libcxxopts-dev libyaml-cpp-dev libhdf5-dev
   libspdlog-dev libfmt-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev nlohmann-json3-dev zlib1g-dev
@@ -41,9 +41,10 @@ BUILD_PACKAGES=(build-essential cmake ccache pkg-config libcxxopts-dev libyaml-c
 if [ "$FLAVOR" = cpu ]; then
   # OpenBLAS as a user's PyTorch has it: with --no-install-recommends Debian's torch would run
   # on the reference BLAS, several times slower. nodejs runs the GPT-2 reference encoder; the
-  # real-data tests read the fortunes; spm_train makes the SentencePiece models tests read.
+  # real-data tests read the fortunes; spm_train makes the SentencePiece models tests read;
+  # the vision-language tests train on Fashion-MNIST's photographs.
   PACKAGES=(python3-torch python3-safetensors python3-numpy libtorch-dev libgloo-dev
-    libopenblas0-pthread nodejs fortunes sentencepiece "${BUILD_PACKAGES[@]}")
+    libopenblas0-pthread nodejs fortunes sentencepiece dataset-fashion-mnist "${BUILD_PACKAGES[@]}")
 else
   PACKAGES=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit "${BUILD_PACKAGES[@]}")
 fi

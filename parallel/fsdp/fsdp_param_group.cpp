@@ -3,12 +3,17 @@
 // are cast to reduce_dtype and packed into one [world, shard_numel] buffer whose row j holds
 // chunk j of every gradient (padded), reduce-scattered over the fsdp group so rank j receives
 // the sum of row j, then (HSDP) all-reduced over the ddp group, divided by the data-parallel
-// size (mean over all ranks' micro-batches) and added into the fp32 shards' .grad.
+// size (mean over all ranks' micro-batches; or the gradient divide factor) and added into the
+// fp32 shards' .grad. The reduce-scatter is issued when the group's backward ends and waited
+// for when the next group's is issued or at the end of backward (Note [Overlap]), so it runs
+// while the next group computes.
 // Parameters with requires_grad=false are gathered but take no part in this; parameters
 // that got no gradient contribute zeros, so every rank issues the same collectives.
 #include "parallel/fsdp/fsdp_param_group.h"
 
 #include <torch/torch.h>
+
+#include "parallel/fsdp/engine_trace.h"
 
 namespace megacpp::parallel::fsdp {
 
@@ -43,6 +48,7 @@ void FSDPParamGroup::unshard_async() {
   }
   gather_output_ = torch::empty({mesh_.fsdp().size(), shard_numel_}, options);
   pending_gather_ = all_gather_into_tensor(mesh_.fsdp(), gather_output_.view({-1}), input);
+  trace_engine("all-gather " + name_);
   state_ = State::kGathering;
 }
 
@@ -72,24 +78,34 @@ void FSDPParamGroup::reshard() {
   state_ = State::kSharded;
 }
 
-void FSDPParamGroup::reduce_gradients() {
+void FSDPParamGroup::reduce_gradients_async() {
   if (!has_trainable_params()) return;
   torch::NoGradGuard no_grad;
   const int world = mesh_.fsdp().size();
   auto options = torch::TensorOptions().dtype(reduce_dtype_).device(options_.device);
-  at::Tensor packed = torch::empty({world, shard_numel_}, options);  // [world, shard_numel]
+  reduce_input_ = torch::empty({world, shard_numel_}, options);  // [world, shard_numel]
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i]->requires_grad()) continue;
-    params_[i]->pack_gradient(packed.narrow(1, offsets_[i], params_[i]->layout().padded_numel()));
+    params_[i]->pack_gradient(reduce_input_.narrow(1, offsets_[i], params_[i]->layout().padded_numel()));
   }
-  at::Tensor reduced = torch::empty({shard_numel_}, options);  // [shard_numel]
-  reduce_scatter_tensor(mesh_.fsdp(), reduced, packed.view({-1}), ReduceOp::kSum).wait();
-  if (mesh_.is_hsdp()) all_reduce(mesh_.ddp(), reduced, ReduceOp::kSum).wait();
-  reduced.div_(mesh_.data_parallel_size());
+  reduce_output_ = torch::empty({shard_numel_}, options);  // [shard_numel]
+  pending_reduce_ = reduce_scatter_tensor(mesh_.fsdp(), reduce_output_, reduce_input_.view({-1}), ReduceOp::kSum);
+  trace_engine("reduce-scatter issued " + name_);
+}
+
+void FSDPParamGroup::finish_reduce() {
+  if (!reduce_output_.defined()) return;
+  torch::NoGradGuard no_grad;
+  pending_reduce_.wait();
+  reduce_input_.reset();
+  if (mesh_.is_hsdp()) all_reduce(mesh_.ddp(), reduce_output_, ReduceOp::kSum).wait();
+  trace_engine("reduce-scatter done " + name_);
+  reduce_output_.div_(divide_factor_ > 0 ? divide_factor_ : mesh_.data_parallel_size());
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i]->requires_grad()) continue;
-    params_[i]->accumulate_sharded_grad(reduced.narrow(0, offsets_[i], params_[i]->layout().padded_numel()));
+    params_[i]->accumulate_sharded_grad(reduce_output_.narrow(0, offsets_[i], params_[i]->layout().padded_numel()));
   }
+  reduce_output_.reset();
 }
 
 }  // namespace megacpp::parallel::fsdp

@@ -29,9 +29,14 @@ class FSDPParamGroup {
   // Frees the gathered parameters and points the modules back at the shards.
   void reshard();
 
-  // Reduce-scatters the gradients of the gathered parameters (Note [Gradient reduction])
-  // and adds the result into the shards' .grad.
-  void reduce_gradients();
+  // Issues the reduce-scatter of the gathered parameters' gradients (Note [Gradient
+  // reduction]); finish_reduce() waits for it, all-reduces over the ddp group (HSDP), divides
+  // and adds the result into the shards' .grad. No-op without trainable parameters.
+  void reduce_gradients_async();
+  void finish_reduce();
+  // FSDP2's set_gradient_divide_factor: the reduced gradients are divided by `factor` instead
+  // of the data-parallel size (the sum over ranks with 1).
+  void set_gradient_divide_factor(double factor) { divide_factor_ = factor; }
 
   int64_t shard_numel() const { return shard_numel_; }
 
@@ -49,6 +54,9 @@ class FSDPParamGroup {
   State state_ = State::kSharded;
   at::Tensor gather_output_;  // [world, shard_numel] param_dtype; only while gathering
   PendingCollective pending_gather_;
+  at::Tensor reduce_input_, reduce_output_;  // [world, shard_numel], [shard_numel]; only while reducing
+  PendingCollective pending_reduce_;
+  double divide_factor_ = 0;  // 0: the data-parallel size
 };
 
 }  // namespace megacpp::parallel::fsdp

@@ -5,6 +5,13 @@
 // there; so the root's first pre-backward hook queues a callback on the autograd engine
 // (Engine::queue_callback) that runs when the whole backward is done and finalizes every
 // group not yet reduced, in reverse pre-order, identically on every rank.
+// Note [Overlap]
+// As FSDP2 does: a group's reduce-scatter is issued as soon as its backward ends and waited for
+// when the next group issues its own (so one is in flight at a time, overlapping the next
+// group's backward compute) or at the end of backward. Without an explicit backward prefetch
+// list, a group's pre-backward starts the all-gather of the group whose forward ended just
+// before its own (FSDP2's implicit backward prefetch, over post_forward_order), so that
+// gather overlaps this group's backward too.
 #include "parallel/fsdp/fsdp_state.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -17,6 +24,7 @@
 #include <unordered_set>
 
 #include "parallel/collectives.h"
+#include "parallel/fsdp/engine_trace.h"
 
 namespace megacpp::parallel::fsdp {
 namespace {
@@ -75,6 +83,13 @@ void FSDPState::lazy_init() {
   root_ = this;
 }
 
+void FSDPState::set_gradient_divide_factor(double factor) {
+  lazy_init();
+  for (auto* state : (is_root_ ? tree_ : std::vector<FSDPState*>{this})) {
+    if (state->group_) state->group_->set_gradient_divide_factor(factor);
+  }
+}
+
 void FSDPState::set_requires_gradient_sync(bool sync) {
   lazy_init();
   for (auto* state : (is_root_ ? tree_ : std::vector<FSDPState*>{this})) {
@@ -85,7 +100,12 @@ void FSDPState::set_requires_gradient_sync(bool sync) {
 Module::Tensors FSDPState::pre_forward(const Module::Tensors& inputs) {
   if (is_root_) {
     lazy_init();
-    for (auto* state : tree_) state->post_backward_done_ = false;
+    for (auto* state : tree_) {
+      state->post_backward_done_ = false;
+      state->backward_prefetched_ = false;
+      state->forward_indices_.clear();
+    }
+    post_forward_order_.clear();
   }
   if (group_) {
     group_->wait_for_unshard();
@@ -107,14 +127,22 @@ Module::Tensors FSDPState::post_forward(const Module::Tensors& outputs) {
   if (group_ && !is_root_ && options_.reshard_after_forward) group_->reshard();
   Module::Tensors out = outputs;
   const auto& mp = options_.mixed_precision;
+  bool hooked = false;
   for (auto& t : out) {
     if (mp.output_dtype && is_floating(t) && t.scalar_type() != *mp.output_dtype) t = t.to(*mp.output_dtype);
     if (torch::GradMode::is_enabled() && t.defined() && t.requires_grad()) {
+      hooked = true;
       t.register_hook([this](const at::Tensor& grad) {
         pre_backward();
         return grad;
       });
     }
+  }
+  // Forwards run again by recompute during backward are not part of the order.
+  FSDPState& r = root();
+  if (hooked && group_ && !is_root_ && !r.in_backward_) {
+    forward_indices_.push_back(r.post_forward_order_.size());
+    r.post_forward_order_.push_back(this);
   }
   return out;
 }
@@ -123,16 +151,33 @@ void FSDPState::pre_backward() {
   queue_final_callback();
   // With several outputs this runs once per output; after post_backward the group stays freed.
   if (!group_ || post_backward_done_) return;
+  if (!backward_prefetched_) trace_engine("backward " + group_->name());
   group_->wait_for_unshard();
-  for (auto* next : backward_prefetch_) {
-    if (next->group_) next->group_->unshard_async();
+  prefetch_for_backward();
+}
+
+void FSDPState::prefetch_for_backward() {
+  if (backward_prefetched_) return;
+  backward_prefetched_ = true;
+  if (!backward_prefetch_.empty()) {
+    for (auto* next : backward_prefetch_) {
+      if (next->group_) next->group_->unshard_async();
+    }
+    return;
   }
+  if (forward_indices_.empty()) return;
+  const size_t index = forward_indices_.back();
+  forward_indices_.pop_back();
+  if (index == 0) return;
+  FSDPState* previous = root().post_forward_order_[index - 1];
+  if (previous->group_ && !previous->post_backward_done_) previous->group_->unshard_async();
 }
 
 void FSDPState::queue_final_callback() {
   FSDPState* root = root_ ? root_ : this;
   if (root->final_callback_queued_) return;
   root->final_callback_queued_ = true;
+  root->in_backward_ = true;
   torch::autograd::Engine::get_default_engine().queue_callback([root] { root->finalize_backward(); });
 }
 
@@ -142,13 +187,26 @@ void FSDPState::post_backward() {
   if (!group_) return;
   // A group not used in this step still reduces (zeros), so every rank issues the same
   // collectives.
-  if (requires_gradient_sync_) group_->reduce_gradients();
+  if (requires_gradient_sync_ && group_->has_trainable_params()) {
+    FSDPState& r = root();
+    r.finish_pending_reduce();
+    group_->reduce_gradients_async();
+    r.reducing_ = group_.get();
+  }
   group_->reshard();
+}
+
+void FSDPState::finish_pending_reduce() {
+  if (!reducing_) return;
+  reducing_->finish_reduce();
+  reducing_ = nullptr;
 }
 
 void FSDPState::finalize_backward() {
   final_callback_queued_ = false;
   for (auto it = tree_.rbegin(); it != tree_.rend(); ++it) (*it)->post_backward();
+  finish_pending_reduce();
+  in_backward_ = false;
   if (requires_gradient_sync_) reduce_ignored_gradients();
 }
 

@@ -25,6 +25,7 @@ class FSDPState {
   void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
   void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }
   void set_requires_gradient_sync(bool sync);  // on every state of the tree
+  void set_gradient_divide_factor(double factor);  // on every group of the tree
 
   // Gathers, casts floating-point inputs (cast_forward_inputs) and hooks the reduction on
   // the inputs that need gradients.
@@ -40,6 +41,9 @@ class FSDPState {
   void queue_final_callback();
   void finalize_backward();  // root: Note [End of backward]
   void reduce_ignored_gradients();
+  FSDPState& root() { return root_ ? *root_ : *this; }
+  void prefetch_for_backward();  // explicit list, else the group before this one in forward
+  void finish_pending_reduce();  // root: waits for the reduce-scatter in flight (Note [Overlap])
 
   Module& module_;
   std::unique_ptr<FSDPParamGroup> group_;
@@ -53,6 +57,14 @@ class FSDPState {
   bool requires_gradient_sync_ = true;
   bool post_backward_done_ = false;
   bool final_callback_queued_ = false;  // root only
+  bool backward_prefetched_ = false;     // this backward's prefetch is issued
+  std::vector<size_t> forward_indices_;  // where this state's forwards are in the root's order
+  // Root only: the states whose outputs will see a backward, in the order their forwards ended
+  // (FSDP2's post_forward_order), whether backward has begun, and the group whose
+  // reduce-scatter is in flight.
+  std::vector<FSDPState*> post_forward_order_;
+  bool in_backward_ = false;
+  FSDPParamGroup* reducing_ = nullptr;
 };
 
 }  // namespace megacpp::parallel::fsdp

@@ -120,6 +120,11 @@ void set_requires_gradient_sync(Module& root, bool sync) {
   state_or_throw(root, "set_requires_gradient_sync").set_requires_gradient_sync(sync);
 }
 
+void set_gradient_divide_factor(Module& root, double factor) {
+  if (!(factor > 0)) throw std::invalid_argument("set_gradient_divide_factor: the factor must be positive");
+  state_or_throw(root, "set_gradient_divide_factor").set_gradient_divide_factor(factor);
+}
+
 std::vector<int64_t> full_shape(const at::Tensor& param) {
   if (auto* p = find_fsdp_param(param)) return p->layout().shape;
   return param.sizes().vec();

@@ -30,6 +30,10 @@ void set_modules_to_backward_prefetch(Module& module, const std::vector<Module*>
 // next backward with sync on reduces everything accumulated. Applies to the whole tree.
 void set_requires_gradient_sync(Module& root, bool sync);
 
+// FSDP2's set_gradient_divide_factor: every group of `root`'s tree divides its reduced
+// gradients by `factor` instead of the data-parallel size.
+void set_gradient_divide_factor(Module& root, double factor);
+
 // The full shape of a parameter, sharded or not.
 std::vector<int64_t> full_shape(const at::Tensor& param);
 

@@ -1,12 +1,16 @@
 // The FSDP2 engine against an unsharded reference computed on every rank: gradients of
-// uneven and tiny shapes, HSDP, frozen parameters, no-sync accumulation, prefetch,
+// uneven and tiny shapes, HSDP, frozen parameters, no-sync accumulation, prefetch (explicit
+// and implicit), reduce-scatters overlapping the next backward, the gradient divide factor,
 // recompute, freeing of gathered storage, mixed precision.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <torch/torch.h>
 
 #include "models/layers/linear.h"
 #include "parallel/collectives.h"
 #include "parallel/device_mesh.h"
+#include "parallel/fsdp/engine_trace.h"
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/fsdp/storage.h"
@@ -218,6 +222,48 @@ TEST(FSDPEngine, PrefetchAndNoReshardGiveTheSameGradients) {
         expect_step_matches_reference(*model, mesh);
       }
     }
+  });
+}
+
+// Note [Overlap]: each group's reduce-scatter is still in flight while the next group's
+// backward runs (waited for when that one issues its own), and without explicit lists a group's
+// backward starts the all-gather of the group before it. The gradients are unchanged.
+TEST(FSDPEngine, ReduceScattersOverlapTheNextBackwardAndPrefetchIsImplicit) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = sharded_stack(mesh, /*reshard_after_forward=*/true);
+    std::vector<std::string> events;
+    fsdp::set_engine_trace(&events);
+    expect_step_matches_reference(*model, mesh);
+    fsdp::set_engine_trace(nullptr);
+    std::vector<std::string> backward;  // without the all-gathers
+    for (const auto& e : events) {
+      if (e.rfind("all-gather", 0) != 0) backward.push_back(e);
+    }
+    EXPECT_EQ(backward, (std::vector<std::string>{
+                            "backward Stack", "backward Linear",                                       // l2
+                            "reduce-scatter issued Linear", "backward Linear",                         // l1 runs while l2's is in flight
+                            "reduce-scatter done Linear", "reduce-scatter issued Linear", "backward Linear",  // l0
+                            "reduce-scatter done Linear", "reduce-scatter issued Linear",              // l0's, at the end
+                            "reduce-scatter done Linear", "reduce-scatter issued Stack", "reduce-scatter done Stack"}));
+    // l2's backward gathers l2, then l1 ahead of l1's backward (implicit prefetch).
+    const auto first = std::find(events.begin(), events.end(), "backward Linear");
+    const auto issued = std::find(first, events.end(), "reduce-scatter issued Linear");
+    EXPECT_EQ(std::count(first, issued, "all-gather Linear"), 2) << "events from l2's backward on";
+  });
+}
+
+// FSDP2's set_gradient_divide_factor: 1 sums the ranks' gradients instead of averaging them.
+TEST(FSDPEngine, GradientDivideFactorScalesTheReducedGradients) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = sharded_stack(mesh, true);
+    fsdp::set_gradient_divide_factor(*model, 1.0);
+    loss_of((*model)(local_batch(mesh))).backward();
+    auto reference = reference_with_grads();
+    for (auto& p : reference->parameters()) p.mutable_grad().mul_(mesh.data_parallel_size());
+    expect_grads_match(*model, *reference, mesh);
+    EXPECT_THROW(fsdp::set_gradient_divide_factor(*model, 0.0), std::invalid_argument);
   });
 }
 
