@@ -43,13 +43,6 @@ std::string fashion_mnist(const std::string& dir, int train_images, int test_ima
   return dir;
 }
 
-// A figure of the first memory line, e.g. "optimizer state".
-double memory_mb(const TrainRun& run, const std::string& what) {
-  std::smatch m;
-  EXPECT_TRUE(std::regex_search(run.result.output, m, std::regex(what + R"(: ([0-9.]+))"))) << run.result.output;
-  return m.empty() ? 0.0 : std::stod(m[1]);
-}
-
 bool in_tower(const std::string& name) { return name.rfind("vision_tower.", 0) == 0; }
 
 TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock) {
@@ -79,15 +72,17 @@ TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock)
     EXPECT_EQ(tensor.equal(sharded.at(name)), in_tower(name)) << name << " (FSDP on 4 ranks)";
     if (!in_tower(name)) trainable += tensor.numel();
   }
-  EXPECT_NEAR(memory_mb(one, "optimizer state"), 2.0 * trainable * 4 / (1024 * 1024), 1e-3) << "AdamW's moments of the trainable only";
-  EXPECT_NEAR(memory_mb(one, "sharded grads"), 1.0 * trainable * 4 / (1024 * 1024), 1e-3) << "gradients of the trainable only";
+  ASSERT_FALSE(one.memory.empty()) << one.result.output;
+  EXPECT_NEAR(one.memory[0].optimizer_state, 2.0 * trainable * 4 / (1024 * 1024), 1e-3) << "AdamW's moments of the trainable only";
+  EXPECT_NEAR(one.memory[0].grads, 1.0 * trainable * 4 / (1024 * 1024), 1e-3) << "gradients of the trainable only";
 
   // Unfrozen, the tower's first layer trains (the second is past the feature layer, -2: never run,
   // as transformers discards it) and its optimizer state appears.
   const TrainRun unfrozen = train(1, kModel + data + " --dump-final-params " + dir + "/unfrozen.pt");
   testing::expect_trained(unfrozen, 6);
-  EXPECT_GT(memory_mb(unfrozen, "optimizer state"), memory_mb(one, "optimizer state") + 0.005);
-  EXPECT_GT(memory_mb(unfrozen, "sharded grads"), memory_mb(one, "sharded grads") + 0.002);
+  ASSERT_FALSE(unfrozen.memory.empty()) << unfrozen.result.output;
+  EXPECT_GT(unfrozen.memory[0].optimizer_state, one.memory[0].optimizer_state + 0.005);
+  EXPECT_GT(unfrozen.memory[0].grads, one.memory[0].grads + 0.002);
   const auto moved = testing::read_tensor_dict(dir + "/unfrozen.pt");
   const std::string layer = "vision_tower.vision_model.encoder.layers.";
   EXPECT_FALSE(initial.at(layer + "0.mlp.fc1.weight").equal(moved.at(layer + "0.mlp.fc1.weight")));

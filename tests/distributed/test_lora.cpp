@@ -24,17 +24,6 @@ using testing::TrainRun;
 const std::string kModel = testing::kLoraTestModel;
 const std::string kLora = kModel + "--lr 1e-2" + testing::kLoraTestAdapters;
 
-// "sharded grads" and "optimizer state" (MB) of each memory line.
-std::vector<std::pair<double, double>> grads_and_state_mb(const TrainRun& run) {
-  static const std::regex line(R"(sharded grads: ([0-9.]+) \| optimizer state: ([0-9.]+))");
-  std::vector<std::pair<double, double>> out;
-  const std::string& text = run.result.output;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
-    out.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]));
-  }
-  return out;
-}
-
 TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
   const std::string dir = testing::scratch_dir();
   const TrainRun one = train(1, kLora + " --dump-final-params " + dir + "/trained.pt");
@@ -68,13 +57,13 @@ TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
 
   // Gradients and AdamW's two moments exist for the adapters only (fp32), on every layout.
   const double adapters_mb = static_cast<double>(adapter_numel) * 4 / (1024.0 * 1024.0);
-  for (const auto& [grads, state] : grads_and_state_mb(one)) {
-    EXPECT_NEAR(grads, adapters_mb, 1e-3);
-    EXPECT_NEAR(state, 2 * adapters_mb, 1e-3);
+  ASSERT_FALSE(one.memory.empty()) << one.result.output;
+  for (const auto& line : one.memory) {
+    EXPECT_NEAR(line.grads, adapters_mb, 1e-3);
+    EXPECT_NEAR(line.optimizer_state, 2 * adapters_mb, 1e-3);
   }
-  const auto per_rank = grads_and_state_mb(four);
-  ASSERT_EQ(per_rank.size(), 8u);
-  for (const auto& [grads, state] : per_rank) EXPECT_LE(state, 2 * adapters_mb / 4 + 1e-3) << "a quarter each";
+  ASSERT_EQ(four.memory.size(), 8u);
+  for (const auto& line : four.memory) EXPECT_LE(line.optimizer_state, 2 * adapters_mb / 4 + 1e-3) << "a quarter each";
 }
 
 TEST(Lora, MixtureOfExpertsAdaptersOnEveryExpert) {

@@ -123,11 +123,11 @@ TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
       "--train-iters 1 --log-interval 1 --use-torch-fsdp2 --global-batch-size 4";
   TrainRun one = train(1, flags);
   TrainRun four = train(4, flags);
-  ASSERT_EQ(one.memory_mb.size(), 1u) << one.result.output;
-  ASSERT_EQ(four.memory_mb.size(), 4u) << four.result.output;
+  ASSERT_EQ(one.memory.size(), 1u) << one.result.output;
+  ASSERT_EQ(four.memory.size(), 4u) << four.result.output;
   // Shards hold whole rows; the largest shard exceeds 1/N by at most one row per parameter.
   const double padding_mb = 2 * 9 * 1000 * 4 * 4 / (1024.0 * 1024.0);
-  for (double mb : four.memory_mb) EXPECT_LE(mb, one.memory_mb[0] / 4 + padding_mb) << four.result.output;
+  for (const auto& line : four.memory) EXPECT_LE(line.total(), one.memory[0].total() / 4 + padding_mb) << four.result.output;
 }
 
 // Under torchrun (PyTorch 2.x) the elastic agent serves the TCPStore on MASTER_PORT and every

@@ -41,7 +41,7 @@ TrainRun parse_training_output(CommandResult result) {
     run.validation.emplace_back((*it)[1], std::stod((*it)[2]));
   }
   for (auto it = std::sregex_iterator(out.begin(), out.end(), memory); it != std::sregex_iterator(); ++it) {
-    run.memory_mb.push_back(std::stod((*it)[1]) + std::stod((*it)[2]) + std::stod((*it)[3]));
+    run.memory.push_back({std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3])});
   }
   return run;
 }

@@ -14,11 +14,17 @@
 
 namespace megacpp::testing {
 
+// One "[rank N] memory (MB)" line's figures.
+struct MemoryLine {
+  double params = 0, grads = 0, optimizer_state = 0;  // sharded params, sharded grads, optimizer state
+  double total() const { return params + grads + optimizer_state; }
+};
+
 struct TrainRun {
   CommandResult result;
   std::vector<double> losses;                           // "lm loss:" of each iteration line
   std::vector<std::pair<std::string, double>> validation;  // ("iteration 4" / "the end of ...", loss)
-  std::vector<double> memory_mb;                        // per rank: params + grads + optimizer state
+  std::vector<MemoryLine> memory;                       // each memory line, in output order
   std::vector<double> balance_losses;                   // "load_balancing_loss:" of each (MoE models)
 };
 
