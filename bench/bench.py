@@ -8,6 +8,10 @@ memory is the largest resident set of any rank (wait4's rusage). Ratios are mega
 below 1 megacpp is faster or smaller.
 
   python3 bench/bench.py [--build build-pytorch2] [--sections abcde] [--iters 13] [--warmup 3]
+
+Section (f) is megacpp alone: peak memory and time per iteration at a long sequence, with and
+without TiledMLP and Ulysses (python3 bench/bench.py --build build --sections f runs it on
+Debian's libtorch too).
 """
 import argparse
 import os
@@ -165,6 +169,33 @@ def section_e(args):
           ["ranks", "megacpp", "pytorch", "ratio"], rows)
 
 
+LONG = dict(BASE, seq=4096, batch=2)
+
+
+def section_f(args):
+    iters, warmup = min(args.iters, 5), min(args.warmup, 1)
+    rows = []
+    for ulysses in (1, 2):
+        for tiles in (0, 4):
+            path = os.path.join(args.scratch, f"long_{ulysses}_{tiles}.yaml")
+            with open(path, "w") as f:
+                f.write(f"sub_modules_to_wrap:\n  - layers.{{*}}\nulysses_size: {ulysses}\n")
+                if tiles:
+                    f.write(f"apply_tiled_mlp: true\ntiled_num_shards: {tiles}\n")
+            command = megacpp(argparse.Namespace(**dict(vars(args), iters=iters)), LONG, 2, 1, "root")
+            command += ["--fsdp2-config-path", path]
+            what = f"megacpp long sequence ulysses={ulysses} tiles={tiles}"
+            output, peak = execute(command, what)
+            ms, _ = parse(output, what, warmup)
+            rows.append([ulysses, tiles or "off", f"{ms:.1f}", f"{peak:.0f}"])
+    base = float(rows[0][3])
+    for row in rows:
+        row.append(ratio(float(row[3]), base))
+    table(f"(f) megacpp at {LONG['seq']} tokens, 2 ranks (FSDP, a group per layer; global batch {LONG['batch']}): "
+          f"median ms/iteration of {iters - warmup} and peak RSS per rank (MB)",
+          ["ulysses_size", "tiled MLP", "ms", "MB/rank", "MB vs first row"], rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description="megacpp against PyTorch 2.x eager, side by side")
     parser.add_argument("--build", default="build-pytorch2", help="megacpp build directory (default build-pytorch2)")
@@ -172,12 +203,17 @@ def main():
     parser.add_argument("--iters", type=int, default=13)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
-    import torch
-    print(f"bench: megacpp ({args.build}) and PyTorch {torch.__version__} eager; {os.cpu_count()} cores; "
+    against = "alone"
+    if set(args.sections) - {"f"}:
+        import torch
+        against = f"and PyTorch {torch.__version__} eager"
+    print(f"bench: megacpp ({args.build}) {against}; {os.cpu_count()} cores; "
           f"{args.iters} iterations, median of the last {args.iters - args.warmup}")
-    print("model: Llama, {layers} layers, hidden {hidden}, {heads} heads, ffn {ffn}, sequence {seq}, vocabulary {vocab}, "
-          "global batch {batch} (micro-batch 1), fp32, AdamW, clip 1.0".format(**BASE))
+    if set(args.sections) - {"f"}:
+        print("model: Llama, {layers} layers, hidden {hidden}, {heads} heads, ffn {ffn}, sequence {seq}, vocabulary {vocab}, "
+              "global batch {batch} (micro-batch 1), fp32, AdamW, clip 1.0".format(**BASE))
     with tempfile.TemporaryDirectory() as scratch:
+        args.scratch = scratch
         args.layers_yaml = os.path.join(scratch, "layers.yaml")
         with open(args.layers_yaml, "w") as f:
             # PyTorch 2.6's fully_shard fails on the CPU when it re-gathers a group for backward

@@ -195,6 +195,8 @@ void read_engine_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
   a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
   a.distributed_timeout_minutes = number<int>(r, "distributed-timeout-minutes");
+  a.context_parallel_size = number<int>(r, "context-parallel-size");
+  a.context_parallel_algo = r["context-parallel-algo"].as<std::string>();
   a.recompute_granularity = r["recompute-granularity"].as<std::string>();
   if (r["recompute-activations"].as<bool>()) {  // Megatron: recompute_activations sets the granularity
     if (!a.recompute_granularity.empty() && a.recompute_granularity != "selective") {

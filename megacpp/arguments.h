@@ -85,6 +85,10 @@ struct TrainingArguments {
   std::string fsdp2_config_path;
   bool init_model_with_meta_device = false;
   int distributed_timeout_minutes = 10;
+  // Megatron's --context-parallel-size with MindSpeed's --context-parallel-algo: megacpp's
+  // context parallelism is Ulysses (ulysses_cp_algo; fsdp2_config.yaml's ulysses_size).
+  int context_parallel_size = 1;
+  std::string context_parallel_algo = "ulysses_cp_algo";
   // Megatron's activation recompute of whole layers (mapped onto fsdp2_config.yaml's
   // recompute_modules by megacpp/config/fsdp2_config_from_args.h).
   std::string recompute_granularity;  // "" or full ("selective" is refused)

@@ -113,6 +113,10 @@ cxxopts::Options training_options() {
       ("fsdp2-config-path", "fsdp2_config.yaml", cxxopts::value<std::string>()->default_value(""))
       ("init-model-with-meta-device", "build the model without memory, allocate only local shards")
       ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"))
+      ("context-parallel-size", "split each sequence over this many consecutive ranks (Ulysses; ROLL's ulysses_size)",
+       cxxopts::value<std::string>()->default_value("1"))
+      ("context-parallel-algo", "ulysses_cp_algo (DeepSpeed-Ulysses: attention trades the sequence split for a head split)",
+       cxxopts::value<std::string>()->default_value("ulysses_cp_algo"))
       ("recompute-granularity", "full: recompute whole layers in backward (with --recompute-method); selective: each "
        "layer's core attention", cxxopts::value<std::string>()->default_value(""))
       ("recompute-activations", "Megatron's shorthand for --recompute-granularity selective")

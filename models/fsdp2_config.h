@@ -25,6 +25,10 @@ struct FSDP2Config {
   // CoreAttention module, models/layers/core_attention.h) and keep the rest of the layer.
   bool recompute_core_attention = false;
   bool reshard_after_forward = true;
+  // MindSpeed's offload_to_cpu / ROLL's offload_policy, with pin_memory: FSDP2's CPU offload
+  // (parallel/fsdp/options.h); needs a CUDA device.
+  bool offload_to_cpu = false;
+  bool pin_memory = true;
   c10::optional<c10::ScalarType> param_dtype;
   c10::optional<c10::ScalarType> reduce_dtype;
   c10::optional<c10::ScalarType> output_dtype;
@@ -52,6 +56,14 @@ struct FSDP2Config {
   // ROLL's async_save_ckpt: checkpoints are written in the background, as --async-save.
   bool async_save_ckpt = false;
 
+  // ROLL's ulysses_size (model_args or strategy_config; --context-parallel-size): each sequence
+  // is split over this many consecutive ranks (Note [Ulysses] in parallel/ulysses.h).
+  int ulysses_size = 1;
+  // ROLL's apply_tiled_mlp and tiled_num_shards: every dense MLP runs over this many tiles of the
+  // sequence, each recomputed (Note [Tiled forward] in parallel/tiled_forward.h).
+  bool apply_tiled_mlp = false;
+  int tiled_num_shards = 4;
+
   // ROLL's model_args.freeze_module_prefix (and --freeze-module-prefix): the parameters under
   // these module paths are frozen (models/freeze.h).
   std::vector<std::string> freeze_module_prefix;
@@ -71,6 +83,8 @@ inline bool operator==(const FSDP2Config& a, const FSDP2Config& b) {
          a.wrap_default_module_classes == b.wrap_default_module_classes && a.wrap_embeddings == b.wrap_embeddings &&
          a.wrap_lm_output == b.wrap_lm_output && a.expert_classes_to_wrap == b.expert_classes_to_wrap &&
          a.apply_expert_patch == b.apply_expert_patch && a.async_save_ckpt == b.async_save_ckpt &&
+         a.ulysses_size == b.ulysses_size && a.apply_tiled_mlp == b.apply_tiled_mlp &&
+         a.tiled_num_shards == b.tiled_num_shards && a.offload_to_cpu == b.offload_to_cpu && a.pin_memory == b.pin_memory &&
          a.freeze_module_prefix == b.freeze_module_prefix;
 }
 inline bool operator!=(const FSDP2Config& a, const FSDP2Config& b) { return !(a == b); }

@@ -186,6 +186,8 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   ShardingPlan plan;
   plan.mesh = &mesh;
   plan.options.reshard_after_forward = config.reshard_after_forward;
+  plan.options.offload_to_cpu = config.offload_to_cpu;
+  plan.options.pin_memory = config.pin_memory;
   plan.options.mixed_precision = {config.param_dtype, config.reduce_dtype, config.output_dtype,
                                   config.cast_forward_inputs};
   plan.options.device = device;
@@ -226,6 +228,10 @@ ShardingPlan FSDP2Mixin::pre_shard(const parallel::DeviceMesh& mesh, const FSDP2
   }
   spdlog::info("fsdp2: mesh {} | wrap {} module(s) | recompute {} | ignored params {}", mesh.describe(),
                plan.wrap_paths.size(), plan.recompute_paths.size(), plan.options.ignored_params.size());
+  if (config.offload_to_cpu) {
+    spdlog::info("fsdp2: CPU offload: sharded parameters, gradients and optimizer state in {}host memory",
+                 config.pin_memory ? "pinned " : "");
+  }
   return plan;
 }
 

@@ -62,6 +62,13 @@ class FSDP2Mixin {
   // class (LLaVA: CLIPEncoderLayer false, ROLL's choice for a vision tower). Default: none, every
   // module takes the config's.
   virtual std::map<std::string, bool> cast_forward_inputs_by_class() const { return {}; }
+  // Why this model cannot run with Ulysses sequence parallelism (Note [Ulysses] in
+  // parallel/ulysses.h), or "" when it can: its input may then be a contiguous slice of each
+  // sequence, positions entering only through the rotary embeddings of its models::Attention
+  // layers, which apply_ulysses (models/long_context.h) splits by heads. Default: a refusal.
+  virtual std::string ulysses_refusal() const {
+    return "it does not say that it runs on slices of each sequence (FSDP2Mixin::ulysses_refusal)";
+  }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight

@@ -17,6 +17,18 @@ Module::Tensors Module::operator()(const Tensors& inputs) {
   return out;
 }
 
+void Module::add_forward_wrapper(ForwardWrapper wrapper) {
+  if (!forward_wrapper_) {
+    forward_wrapper_ = std::move(wrapper);
+    return;
+  }
+  // By value: a recomputing wrapper keeps the forward it was given until backward.
+  forward_wrapper_ = [outer = std::move(wrapper), inner = std::move(forward_wrapper_)](const Forward& forward,
+                                                                                       const Tensors& inputs) {
+    return outer([inner, forward](const Tensors& in) { return inner(forward, in); }, inputs);
+  };
+}
+
 at::Tensor Module::operator()(const at::Tensor& input) {
   Tensors out = (*this)(Tensors{input});
   if (out.size() != 1) {

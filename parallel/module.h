@@ -47,7 +47,9 @@ class Module : public torch::nn::Module {
 
   void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void add_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
-  void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
+  // Wrappers compose: the last one added runs outermost, around the earlier ones (recompute
+  // around a tiled forward).
+  void add_forward_wrapper(ForwardWrapper wrapper);
 
   const std::vector<ParamSlot>& param_slots() const { return slots_; }
   // Points the slot's member and torch's parameter registry at `value`.

@@ -115,7 +115,9 @@ class RecomputeBackward : public torch::autograd::Node {
   bool released_ = false;
 };
 
-Tensors recompute_forward(const Module::Forward& forward, const Tensors& inputs) {
+}  // namespace
+
+Tensors run_recomputed(const Module::Forward& forward, const Tensors& inputs) {
   if (!torch::GradMode::is_enabled()) return forward(inputs);
   RngStates rng = RngStates::capture(generators_for(inputs));
   Tensors outputs;
@@ -140,8 +142,6 @@ Tensors recompute_forward(const Module::Forward& forward, const Tensors& inputs)
   return results;
 }
 
-}  // namespace
-
-void enable_recompute(Module& module) { module.set_forward_wrapper(recompute_forward); }
+void enable_recompute(Module& module) { module.add_forward_wrapper(run_recomputed); }
 
 }  // namespace megacpp::parallel

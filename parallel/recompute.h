@@ -1,12 +1,15 @@
 // Activation recompute (checkpointing) for any parallel::Module.
 #pragma once
 
-namespace megacpp::parallel {
+#include "parallel/module.h"
 
-class Module;
+namespace megacpp::parallel {
 
 // Makes `module` run its forward without saving activations and re-run it during backward
 // (Note [Recompute] in recompute.cpp). The module's hooks stay outside the recomputed region.
 void enable_recompute(Module& module);
+
+// `forward` on `inputs` as a recomputed module runs it: nothing saved but the inputs.
+Module::Tensors run_recomputed(const Module::Forward& forward, const Module::Tensors& inputs);
 
 }  // namespace megacpp::parallel

@@ -10,6 +10,8 @@
 #    group per layer) on every visible GPU in bf16 with NCCL, and the same run on the CPU in fp32
 #    (CUDA_VISIBLE_DEVICES= hides the GPUs; Gloo); every logged loss must agree within 2%
 #    (bf16 keeps 8 bits of mantissa; the first losses of a run this small agree to ~0.5%);
+#    then on one GPU in fp32 with and without CPU offload (offload_to_cpu: the shards, gradients
+#    and optimizer state in pinned host memory): losses within 1e-4;
 # 3. the GPU benchmark: a ~1B-parameter Llama (bf16, FSDP2) for 30 iterations, printing
 #    megacpp's tokens/s, TFLOP/s per GPU and MFU against the device's bf16 dense peak.
 #
@@ -44,11 +46,13 @@ esac
 
 printf 'sub_modules_to_wrap:\n  - layers.{*}\n' >"$SCRATCH/layers.yaml"
 
-train() {  # RANKS LOG FLAGS...
+printf 'sub_modules_to_wrap:\n  - layers.{*}\noffload_to_cpu: true\n' >"$SCRATCH/offload.yaml"
+
+train() {  # RANKS LOG FLAGS... (CONFIG: another fsdp2_config.yaml)
   local ranks=$1 log=$2
   shift 2
   if ! build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --model-type llama --mock-data \
-    --use-torch-fsdp2 --fsdp2-config-path "$SCRATCH/layers.yaml" --log-interval 1 --eval-iters 0 "$@" >"$log" 2>&1; then
+    --use-torch-fsdp2 --fsdp2-config-path "${CONFIG:-$SCRATCH/layers.yaml}" --log-interval 1 --eval-iters 0 "$@" >"$log" 2>&1; then
     tail -30 "$log" >&2
     echo "gpu_check: the run failed (above)" >&2
     exit 1
@@ -63,16 +67,24 @@ echo "gpu_check: small run on $GPUS GPU(s), bf16 with NCCL"
 train "$GPUS" "$SCRATCH/gpu.log" "${SMALL[@]}" --bf16
 echo "gpu_check: the same run on the CPU, fp32 with Gloo"
 CUDA_VISIBLE_DEVICES= train "$GPUS" "$SCRATCH/cpu.log" "${SMALL[@]}"
-python3 - "$SCRATCH/gpu.log" "$SCRATCH/cpu.log" <<'EOF'
+cat >"$SCRATCH/compare.py" <<'EOF'
 import re, sys
+what, limit = sys.argv[3], float(sys.argv[4])
 loss = lambda path: [float(x) for x in re.findall(r"\| lm loss: ([0-9.E+-]+)", open(path).read())]
-gpu, cpu = loss(sys.argv[1]), loss(sys.argv[2])
-if len(gpu) != 20 or len(cpu) != 20:
-    sys.exit(f"gpu_check: expected 20 losses each, got {len(gpu)} (GPU) and {len(cpu)} (CPU)")
-worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
-print(f"gpu_check: bf16 GPU losses against fp32 CPU: largest relative difference {worst:.4f} (limit 0.02)")
-sys.exit(0 if worst <= 0.02 else 1)
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+if len(a) != 20 or len(b) != 20:
+    sys.exit(f"gpu_check: {what}: expected 20 losses each, got {len(a)} and {len(b)}")
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print(f"gpu_check: {what}: largest relative difference of the losses {worst:.2e} (limit {limit})")
+sys.exit(0 if worst <= limit else 1)
 EOF
+python3 "$SCRATCH/compare.py" "$SCRATCH/gpu.log" "$SCRATCH/cpu.log" "bf16 GPU against fp32 CPU" 0.02
+
+echo "gpu_check: the small run on one GPU in fp32, with the shards on the device and offloaded to the host"
+train 1 "$SCRATCH/device.log" "${SMALL[@]}"
+CONFIG="$SCRATCH/offload.yaml" train 1 "$SCRATCH/offload.log" "${SMALL[@]}"
+grep -q "fsdp2: CPU offload" "$SCRATCH/offload.log" || { echo "gpu_check: the offload run did not offload" >&2; exit 1; }
+python3 "$SCRATCH/compare.py" "$SCRATCH/offload.log" "$SCRATCH/device.log" "CPU offload against none" 1e-4
 
 echo "gpu_check: benchmark, Llama ~1B parameters, bf16, FSDP2 on $GPUS GPU(s)"
 train "$GPUS" "$SCRATCH/bench.log" --num-layers 16 --hidden-size 2048 --num-attention-heads 16 \

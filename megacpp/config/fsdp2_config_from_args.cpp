@@ -49,6 +49,7 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
     defaults.reduce_dtype = c10::kFloat;
   }
   if (args.grad_reduce_in_bf16) defaults.reduce_dtype = c10::kBFloat16;
+  defaults.ulysses_size = args.context_parallel_size;
   if (args.fsdp2_config_path.empty()) {
     apply_recompute_flags(args, defaults);
     return with_frozen_prefixes(defaults, args);
@@ -60,6 +61,11 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
   }
   if (args.fp16 && config.param_dtype != c10::kHalf) {
     throw std::invalid_argument("--fp16 conflicts with param_dtype in " + args.fsdp2_config_path + " (remove one of them)");
+  }
+  if (args.context_parallel_size > 1 && config.ulysses_size != args.context_parallel_size) {
+    throw std::invalid_argument("--context-parallel-size " + std::to_string(args.context_parallel_size) +
+                                " conflicts with ulysses_size " + std::to_string(config.ulysses_size) + " in " +
+                                args.fsdp2_config_path + " (remove one of them)");
   }
   if (args.grad_reduce_in_bf16 && config.reduce_dtype != c10::kBFloat16) {
     throw std::invalid_argument("--grad-reduce-in-bf16 conflicts with reduce_dtype in " + args.fsdp2_config_path +

@@ -103,18 +103,31 @@ c10::optional<c10::ScalarType> optional_dtype(const YAML::Node& node, const std:
   }
 }
 
+// A whole number >= 1; `null` gives `if_null`.
+int positive(const YAML::Node& node, const std::string& source, const std::string& key, int if_null) {
+  const int value = node.IsNull() ? if_null : scalar<int>(node, source, key, "an integer");
+  if (value < 1) fail(source, node, key, "must be >= 1");
+  return value;
+}
+
 // ROLL's model_args (beside strategy_args): freeze_module_prefix, a comma-separated string (as
-// ROLL splits it) or a list.
-void read_model_args(const YAML::Node& node, const std::string& source, models::FSDP2Config& c) {
+// ROLL splits it) or a list; ulysses_size (its node kept in `ulysses`, to compare with
+// strategy_config's).
+void read_model_args(const YAML::Node& node, const std::string& source, models::FSDP2Config& c, YAML::Node& ulysses) {
   if (node.IsNull()) return;
   if (!node.IsMap()) {
     fail(source, node, "model_args",
          "expected a mapping, got " + (node.IsScalar() ? "'" + node.Scalar() + "'" : std::string(node_kind(node))));
   }
   for (const auto& [name, key_node, v] : mapping_items(node, source, "model_args.")) {
+    if (name == "ulysses_size") {
+      c.ulysses_size = positive(v, source, "model_args.ulysses_size", 1);
+      ulysses = key_node;
+      continue;
+    }
     if (name != "freeze_module_prefix") {
-      fail(source, key_node, "model_args." + name, "unknown key (megacpp reads freeze_module_prefix from model_args; the "
-                                                   "model itself comes from the flags)");
+      fail(source, key_node, "model_args." + name, "unknown key (megacpp reads freeze_module_prefix and ulysses_size from "
+                                                   "model_args; the model itself comes from the flags)");
     }
     for (const std::string& entry : string_list(v, source, "model_args.freeze_module_prefix", "a prefix string")) {
       std::stringstream parts(entry);
@@ -240,8 +253,9 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
   std::string prefix;
   bool roll_style = false;
   const auto root_items = mapping_items(root, source, "");
+  YAML::Node model_args_ulysses;
   for (const auto& [key, key_node, value] : root_items) {
-    if (key == "model_args") read_model_args(value, source, c);
+    if (key == "model_args") read_model_args(value, source, c, model_args_ulysses);
   }
   for (const auto& [key, key_node, value] : root_items) {
     if (key == "strategy_args") {
@@ -301,10 +315,10 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         c.num_to_forward_prefetch = non_negative(v, source, key);
       } else if (name == "num_to_backward_prefetch") {
         c.num_to_backward_prefetch = non_negative(v, source, key);
-      } else if (name == "offload_to_cpu") {
-        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no CPU offload of parameters yet", "false");
+      } else if (name == "offload_to_cpu" || name == "offload_policy") {  // MindSpeed's and ROLL's
+        c.offload_to_cpu = c.offload_to_cpu || flag(v, source, key, false);
       } else if (name == "pin_memory") {
-        flag(v, source, key, true);  // only matters with offload_to_cpu
+        c.pin_memory = flag(v, source, key, true);  // only matters with offload
       } else if (name == "use_reentrant") {
         flag(v, source, key, true);  // megacpp's recompute has one form; both give the same gradients
       } else if (name == "align_fsdp_param_groups") {
@@ -326,21 +340,22 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         }
       } else if (name == "wrap_policy") {  // ROLL's strategy_config keys from here on
         read_wrap_policy(v, source, key, c, classes_given);
-      } else if (name == "offload_policy") {
-        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no CPU offload of parameters", "false");
       } else if (name == "apply_expert_patch") {
         c.apply_expert_patch = flag(v, source, key, false);
       } else if (name == "apply_tiled_mlp") {
-        if (flag(v, source, key, false)) not_supported(source, key_node, key, "no TiledMLP", "false");
+        c.apply_tiled_mlp = flag(v, source, key, false);
       } else if (name == "tiled_num_shards") {
-        int shards = v.IsNull() ? 4 : scalar<int>(v, source, key, "an integer");
-        if (shards != 1 && shards != 4) not_supported(source, key_node, key, "no TiledMLP", "1 or ROLL's default 4");
+        c.tiled_num_shards = positive(v, source, key, 4);
       } else if (name == "async_save_ckpt") {
         c.async_save_ckpt = flag(v, source, key, false);
       } else if (name == "ulysses_size") {
-        int size = v.IsNull() ? 1 : scalar<int>(v, source, key, "an integer");
-        if (size < 1) fail(source, v, key, "must be >= 1");
-        if (size > 1) not_supported(source, key_node, key, "no Ulysses context parallelism", "1");
+        const int size = positive(v, source, key, 1);
+        if (!model_args_ulysses.IsNull() && size != c.ulysses_size) {
+          fail(source, key_node, key, "is " + std::to_string(size) + " but model_args.ulysses_size (" +
+                                          where(source, model_args_ulysses) + ") is " + std::to_string(c.ulysses_size) +
+                                          "; keep one of them");
+        }
+        c.ulysses_size = size;
       } else {
         fail(source, key_node, key, "unknown key (MindSpeed keys: " + std::string(kMindSpeedKeys) +
                               "; ROLL strategy_config keys: " + std::string(kRollKeys) +

@@ -35,6 +35,7 @@
 #include "megacpp/training/step_health.h"
 #include "megacpp/training/training_data.h"
 #include "models/freeze.h"
+#include "models/long_context.h"
 #include "models/lora.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
@@ -120,6 +121,16 @@ class TrainingRun {
                                   " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
     }
     fsdp_config_ = config::fsdp2_config_from_args(args_);
+    if (args_.seq_length % fsdp_config_.ulysses_size != 0) {
+      throw std::invalid_argument("--seq-length " + std::to_string(args_.seq_length) + " does not divide by " + ulysses_key() +
+                                  " " + std::to_string(fsdp_config_.ulysses_size) +
+                                  ": each rank takes an equal slice of every sequence");
+    }
+  }
+
+  // Where the Ulysses size came from, for errors.
+  std::string ulysses_key() const {
+    return args_.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size in " + args_.fsdp2_config_path;
   }
 
   // The runtime, the device mesh and the batch arithmetic.
@@ -133,8 +144,14 @@ class TrainingRun {
                                   " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
                                   "bf16, or build megacpp against PyTorch 2.x");
     }
+    if (fsdp_config_.offload_to_cpu && !device_.is_cuda()) {
+      throw std::invalid_argument("offload_to_cpu / offload_policy in " + args_.fsdp2_config_path +
+                                  ": CPU offload needs a CUDA device; this run computes on " + device_.str() +
+                                  ", where the shards are in host memory already (remove the key)");
+    }
     mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2
-                                                       ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size)
+                                                       ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size,
+                                                                                   fsdp_config_.ulysses_size)
                                                        : parallel::DeviceMesh::single());
     const int dp_size = mesh_->data_parallel_size();
     accumulation_ = gradient_accumulation_steps(args_, dp_size);
@@ -162,6 +179,8 @@ class TrainingRun {
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
     if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
     if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
+    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), ulysses_key());
+    if (fsdp_config_.apply_tiled_mlp) models::apply_tiled_mlp(*model_, fsdp_config_.tiled_num_shards, "apply_tiled_mlp");
   }
 
   // Without meta init the full weights are initialized before sharding; with it, once the
@@ -236,7 +255,7 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2},
+    const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2, mesh_->ulysses()},
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
                                        });
@@ -249,7 +268,7 @@ class TrainingRun {
         if (p.grad().defined()) p.mutable_grad().mul_(1.0 / scaler_.scale());
       }
     }
-    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_);
+    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_, device_);
     const StepHealth health =
         gather_step_health(runtime_->world(), pass.mean_loss, grad_norm.local_finite, device_);
     if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
@@ -301,7 +320,8 @@ class TrainingRun {
         for (int64_t m = 0; m < accumulation_; ++m) {
           const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
                                                     args_.tokenizer_vocab_size).to(device_);
-          sum += language_model_loss(*model_, batch, args_.seq_length).item<double>();
+          // With Ulysses, this rank's share times the group size (Note [Ulysses]).
+          sum += language_model_loss(*model_, batch, args_.seq_length, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
         }
       }
       model_->train();

@@ -48,6 +48,10 @@ class GptModel : public LanguageModel {
   // Hugging Face's class name of each block, for wrap_policy.transformer_layer_cls_to_wrap.
   std::vector<std::pair<std::string, std::string>> module_classes() const override { return {{"GPT2Block", "h.{*}"}}; }
   std::string input_embeddings_path() const override { return "wte"; }
+  std::string ulysses_refusal() const override {
+    return "gpt's learned position embeddings (wpe) are read by each token's place in the whole sequence, and its "
+           "attention (c_attn) projects q, k and v together";
+  }
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;

@@ -23,21 +23,24 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
 }
 
 at::Tensor Attention::forward(const at::Tensor& hidden) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1);
+  at::Tensor q_flat = (*q_proj_)(hidden), k_flat = (*k_proj_)(hidden), v_flat = (*v_proj_)(hidden);
+  // Shapes are read from the projections, not from `hidden`: with Ulysses sequence parallelism
+  // (Note [Ulysses]) they hold the whole sequence and a share of the heads.
+  const int64_t batch = q_flat.size(0), seq = q_flat.size(1);
   // [b, s, n*d] -> [b, n, s, d]; the q/k norms act per head on d, before the transpose as in HF.
-  auto split_heads = [&](const at::Tensor& x, int64_t n, const std::shared_ptr<RMSNorm>& norm) {
-    at::Tensor heads = x.view({batch, seq, n, head_dim_});
+  auto split_heads = [&](const at::Tensor& x, const std::shared_ptr<RMSNorm>& norm) {
+    at::Tensor heads = x.view({batch, seq, -1, head_dim_});
     return (norm ? (*norm)(heads) : heads).transpose(1, 2);
   };
-  at::Tensor q = rotary_.apply(split_heads((*q_proj_)(hidden), heads_, q_norm_));
-  at::Tensor k = rotary_.apply(split_heads((*k_proj_)(hidden), kv_heads_, k_norm_));
-  at::Tensor v = split_heads((*v_proj_)(hidden), kv_heads_, nullptr);
+  at::Tensor q = rotary_.apply(split_heads(q_flat, q_norm_));
+  at::Tensor k = rotary_.apply(split_heads(k_flat, k_norm_));
+  at::Tensor v = split_heads(v_flat, nullptr);
   if (kv_heads_ != heads_) {  // each key/value head serves heads/kv_heads query heads
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);
   }
   at::Tensor out = (*core_attention_)({q, k, v})[0];  // [b, heads, s, d]
-  return (*o_proj_)(out.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
+  return (*o_proj_)(out.transpose(1, 2).reshape({batch, seq, -1}));
 }
 
 }  // namespace megacpp::models

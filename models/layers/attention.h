@@ -27,6 +27,9 @@ class Attention : public parallel::Module {
  public:
   Attention(const AttentionShape& shape, const at::TensorOptions& options);
 
+  int64_t heads() const { return heads_; }
+  int64_t kv_heads() const { return kv_heads_; }
+
  protected:
   at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
 

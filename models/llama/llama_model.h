@@ -58,6 +58,8 @@ class LlamaModel : public LanguageModel {
   }
   std::string input_embeddings_path() const override { return "embed_tokens"; }
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }
+  // Token-wise but for attention, with rotary positions: runs on slices of each sequence.
+  std::string ulysses_refusal() const override { return ""; }
   // transformers' expert class: each layers.N.mlp.experts.E is a Qwen3MoeMLP.
   std::vector<std::pair<std::string, std::string>> expert_module_classes() const override {
     if (config_.num_experts == 0) return {};

@@ -68,6 +68,9 @@ class LlavaModel : public LanguageModel {
   std::map<std::string, bool> cast_forward_inputs_by_class() const override { return {{"CLIPEncoderLayer", false}}; }
   std::string input_embeddings_path() const override { return "language_model." + language_model_->input_embeddings_path(); }
   std::string output_layer_path() const override;
+  std::string ulysses_refusal() const override {
+    return "llava splices each image's features into the whole sequence where its image tokens are";
+  }
   std::vector<AuxiliaryLoss> auxiliary_losses() const override { return language_model_->auxiliary_losses(); }
   void set_auxiliary_loss_scale(double scale) override { language_model_->set_auxiliary_loss_scale(scale); }
 

@@ -33,16 +33,19 @@ FSDPParam::~FSDPParam() {
 }
 
 FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& original,
-                     ShardLayout layout, const Group& shard_group, c10::Device device,
-                     at::ScalarType param_dtype)
+                     ShardLayout layout, const Group& shard_group, const Placement& placement)
     : fqn_(std::move(fqn)),
       uses_(std::move(uses)),
       layout_(std::move(layout)),
       shard_group_(shard_group),
+      compute_device_(placement.device),
+      pinned_(placement.offload_to_cpu && placement.pin_memory),
       requires_grad_(original.requires_grad()) {
   torch::NoGradGuard no_grad;
-  auto master_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), master_options);
+  auto master_options = torch::TensorOptions().dtype(torch::kFloat).device(placement.device);
+  auto shard_options = master_options;
+  if (placement.offload_to_cpu) shard_options = shard_options.device(c10::kCPU).pinned_memory(placement.pin_memory);
+  sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), shard_options);
   if (!original.is_meta()) load_full(original);
   sharded_.set_requires_grad(requires_grad_);
   {
@@ -52,7 +55,7 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& o
 
   std::vector<int64_t> padded_shape = layout_.shape;
   padded_shape[0] = layout_.world * layout_.chunk_rows;
-  unsharded_padded_ = torch::empty(padded_shape, master_options.dtype(param_dtype));
+  unsharded_padded_ = torch::empty(padded_shape, master_options.dtype(placement.param_dtype));
   unsharded_writer_ = unsharded_padded_.variable_data();
   unsharded_ = unsharded_padded_.narrow(0, 0, layout_.rows).detach();
   unsharded_.set_requires_grad(requires_grad_);
@@ -62,7 +65,7 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& o
 
 void FSDPParam::copy_shard_to(const at::Tensor& slot) const {
   const int64_t numel = sharded_.numel();
-  slot.narrow(0, 0, numel).copy_(sharded_.detach().reshape({-1}));
+  slot.narrow(0, 0, numel).copy_(sharded_.detach().reshape({-1}), /*non_blocking=*/pinned_);
   if (numel < slot.numel()) slot.narrow(0, numel, slot.numel() - numel).zero_();
 }
 
@@ -98,7 +101,7 @@ void FSDPParam::pack_gradient(const at::Tensor& columns) {
 
 void FSDPParam::accumulate_sharded_grad(const at::Tensor& chunk) {
   const int64_t numel = sharded_.numel();
-  at::Tensor reduced = chunk.narrow(0, 0, numel).view(sharded_.sizes()).to(torch::kFloat);
+  at::Tensor reduced = chunk.narrow(0, 0, numel).view(sharded_.sizes()).to(sharded_.device(), torch::kFloat);
   at::Tensor& grad = sharded_.mutable_grad();
   if (grad.defined()) {
     grad.add_(reduced);
@@ -113,7 +116,7 @@ namespace megacpp::parallel::fsdp {
 
 at::Tensor FSDPParam::gather_full() const {
   torch::NoGradGuard no_grad;
-  auto options = sharded_.options().requires_grad(false);
+  auto options = torch::TensorOptions().dtype(torch::kFloat).device(compute_device_);
   at::Tensor input = torch::empty({layout_.padded_numel()}, options);
   copy_shard_to(input);
   at::Tensor output = torch::empty({layout_.world * layout_.padded_numel()}, options);

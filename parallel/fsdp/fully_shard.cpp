@@ -59,8 +59,8 @@ std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const Dev
                                   "' is 0-dimensional; FSDP shards on dim 0 (give it shape [1])");
     }
     auto layout = compute_shard_layout(p.tensor.sizes().vec(), mesh.fsdp().size());
-    params.push_back(std::make_unique<FSDPParam>(p.fqn, std::move(p.uses), p.tensor, layout,
-                                                 mesh.fsdp(), options.device, param_dtype));
+    const FSDPParam::Placement placement{options.device, param_dtype, options.offload_to_cpu, options.pin_memory};
+    params.push_back(std::make_unique<FSDPParam>(p.fqn, std::move(p.uses), p.tensor, layout, mesh.fsdp(), placement));
   }
   return params;
 }
@@ -85,6 +85,10 @@ std::vector<FSDPState*> states_of(const std::vector<Module*>& modules, const cha
 FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardOptions& options) {
   if (fsdp_state(module)) {
     throw std::invalid_argument("fully_shard: module '" + module.name() + "' is already sharded");
+  }
+  if (options.offload_to_cpu && !options.device.is_cuda()) {
+    throw std::invalid_argument("fully_shard: CPU offload needs a CUDA device (the shards would already be in host memory "
+                                "on " + options.device.str() + ")");
   }
   auto params = collect_params(module, mesh, options);
   std::unique_ptr<FSDPParamGroup> group;

@@ -12,7 +12,7 @@
 
 namespace megacpp::parallel::fsdp {
 
-GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh) {
+GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh, const c10::Device& device) {
   torch::NoGradGuard no_grad;
   // Each gradient's norm in fp32 or wider (16-bit gradients are widened to fp32 first), squared
   // and summed in fp64: no fp64 copy of any gradient.
@@ -23,10 +23,10 @@ GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMes
     at::Tensor norm = (grad.element_size() < 4 ? grad.to(torch::kFloat) : grad).norm(2).reshape({1}).to(torch::kDouble);
     (find_fsdp_param(p) ? sharded_norms : whole_norms).push_back(norm);
   }
-  c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+  // Summed where collectives run: offloaded shards' norms are on the host.
   auto sum_of_squares = [&](const std::vector<at::Tensor>& norms) {
     if (norms.empty()) return torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(device));
-    return torch::cat(norms).pow(2).sum().reshape({1});
+    return torch::cat(norms).pow(2).sum().reshape({1}).to(device);
   };
   at::Tensor sharded_sq = sum_of_squares(sharded_norms), whole_sq = sum_of_squares(whole_norms);
   // Whether this rank's part is finite, before the sum over ranks spreads a NaN to all of them.

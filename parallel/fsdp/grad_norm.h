@@ -16,8 +16,9 @@ struct GradNorm {
 
 // The L2 norm of all gradients of `params` as if they were whole: squares of sharded gradients
 // are summed over the fsdp group (replicas in ddp hold the same shard), whole (unsharded)
-// gradients count once. Collective over the fsdp group.
-GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh);
+// gradients count once. Collective over the fsdp group, on `device` (the compute device, where
+// the group communicates; offloaded gradients are on the host).
+GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh, const c10::Device& device);
 
 // If `max_norm` > 0 and `norm` exceeds it, scales every gradient by max_norm / (norm + 1e-6).
 // A non-finite `norm` cannot be clipped: throws std::runtime_error (as PyTorch's

@@ -21,7 +21,13 @@ struct FullyShardOptions {
   // for the root module, which keeps them (there is no gap before its backward).
   bool reshard_after_forward = true;
   MixedPrecisionPolicy mixed_precision;
-  c10::Device device{c10::kCPU};  // where shards and compute live
+  c10::Device device{c10::kCPU};  // where compute lives, and the shards unless offloaded
+  // FSDP2's CPUOffloadPolicy: the fp32 sharded masters, so their gradients and the optimizer
+  // state, live in host memory (pinned with pin_memory) and are copied to `device` just before
+  // each all-gather; reduced gradients are copied back and the optimizer steps on the host.
+  // Needs a CUDA `device`.
+  bool offload_to_cpu = false;
+  bool pin_memory = true;
   // Parameters this call must not shard: kept whole on every rank; their gradients are
   // averaged over all data-parallel ranks at the end of backward (like DDP).
   std::vector<at::Tensor> ignored_params;

@@ -52,7 +52,7 @@ TEST(RollConfig, WhatMegacppLacksIsRefusedByName) {
   };
   const std::vector<Case> cases = {
       {write("offload.yaml", "strategy_config:\n  fsdp_size: 2\n  offload_policy: true\n"), "",
-       "key 'strategy_config.offload_policy': not supported in megacpp"},
+       "offload_to_cpu / offload_policy in " + dir + "/offload.yaml: CPU offload needs a CUDA device; this run computes on cpu"},
       {write("qwen3.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n"), "",
        "'Qwen3DecoderLayer' is not a module class of this model (known: LlamaDecoderLayer)"},
       {write("lm_output.yaml", "wrap_policy:\n  wrap_lm_output: true\n"), "",

@@ -192,6 +192,16 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
                          "--rerun-mode", "disabled", "--dataloader-type", "single", "--tiktoken-pattern", "v2"}));
   EXPECT_NO_THROW(parse({"--mock-data", "--swiglu", "--spec", "mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec", "--qk-layernorm",
                          "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
+  // Megatron's --context-parallel-size is Ulysses (MindSpeed's default algorithm); another algorithm is refused.
+  EXPECT_EQ(parse({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2"}).context_parallel_size, 2);
+  EXPECT_NE(error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2", "--context-parallel-algo", "megatron_cp_algo"})
+                .find("--context-parallel-algo megatron_cp_algo: not supported; megacpp's context parallelism is DeepSpeed-Ulysses"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "3", "--seq-length", "16"})
+                .find("--seq-length 16 does not divide by --context-parallel-size 3"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--context-parallel-size", "2"}).find("--context-parallel-size needs --use-torch-fsdp2"),
+            std::string::npos);
   // A refused flag's values are its own, however many (Megatron's nargs flags).
   const std::string moe = error_of({"--mock-data", "--moe-z-loss-coeff", "1", "0", "1", "--lr", "1e-3"});
   EXPECT_NE(moe.find("--moe-z-loss-coeff: not supported"), std::string::npos) << moe;

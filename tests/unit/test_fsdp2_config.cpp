@@ -218,7 +218,7 @@ TEST(RollStrategyConfig, ReadsModelArgsFreezePrefixes) {
                 .freeze_module_prefix,
             (Strings{"a"}));
   EXPECT_EQ(error_of("model_args:\n  model_name_or_path: x\n"),
-            "cfg.yaml:2: key 'model_args.model_name_or_path': unknown key (megacpp reads freeze_module_prefix from model_args; "
+            "cfg.yaml:2: key 'model_args.model_name_or_path': unknown key (megacpp reads freeze_module_prefix and ulysses_size from model_args; "
             "the model itself comes from the flags)");
   EXPECT_EQ(error_of("strategy_config:\n  model_args: {freeze_module_prefix: a}\n").find("cfg.yaml:2: key 'strategy_config.model_args': unknown key"), 0u);
 }
@@ -268,17 +268,28 @@ TEST(RollStrategyConfig, OneSettingInBothSpellingsIsAnError) {
   EXPECT_EQ(c.recompute_modules, (Strings{"layers.{*}"}));
 }
 
+// ROLL's long-sequence keys: ulysses_size under model_args or strategy_config (the same value if
+// both), apply_tiled_mlp with tiled_num_shards (ROLL's default 4).
+TEST(RollStrategyConfig, ReadsUlyssesAndTiledMlp) {
+  auto c = parse_fsdp2_config("model_args:\n  ulysses_size: 2\nstrategy_config:\n  fsdp_size: 4\n  apply_tiled_mlp: true\n",
+                              "cfg.yaml");
+  EXPECT_EQ(c.ulysses_size, 2);
+  EXPECT_TRUE(c.apply_tiled_mlp);
+  EXPECT_EQ(c.tiled_num_shards, 4);
+  c = parse_fsdp2_config("model_args:\n  ulysses_size: 2\nstrategy_config:\n  ulysses_size: 2\n  tiled_num_shards: 8\n", "cfg.yaml");
+  EXPECT_EQ(c.ulysses_size, 2);
+  EXPECT_FALSE(c.apply_tiled_mlp);
+  EXPECT_EQ(c.tiled_num_shards, 8);
+  EXPECT_EQ(parse_fsdp2_config("ulysses_size: 4\n", "cfg.yaml").ulysses_size, 4);
+  EXPECT_EQ(error_of("model_args:\n  ulysses_size: 2\nstrategy_config:\n  ulysses_size: 4\n"),
+            "cfg.yaml:4: key 'strategy_config.ulysses_size': is 4 but model_args.ulysses_size (cfg.yaml:2) is 2; keep one of them");
+}
+
 TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
   struct Case {
     std::string yaml, key;
   };
   const std::vector<Case> cases = {
-      {"offload_policy: true\n", "offload_policy"},
-      {"apply_tiled_mlp: true\n", "apply_tiled_mlp"},
-      {"tiled_num_shards: 8\n", "tiled_num_shards"},
-      {"ulysses_size: 2\n", "ulysses_size"},
-      {"strategy_config:\n  offload_policy: true\n", "strategy_config.offload_policy"},
-      {"strategy_args:\n  strategy_config:\n    offload_policy: true\n", "strategy_args.strategy_config.offload_policy"},
       {"moe_modules:\n  - model.language_model.layers.{*}.mlp.experts\n", "moe_modules"},
   };
   for (const auto& c : cases) {
@@ -295,6 +306,8 @@ TEST(RollStrategyConfig, UnimplementedFeaturesAreRefusedByName) {
     EXPECT_EQ(error_of(yaml), "") << yaml;
   }
   EXPECT_NE(error_of("ulysses_size: 0\n").find("key 'ulysses_size': must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("tiled_num_shards: 0\n").find("key 'tiled_num_shards': must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("model_args:\n  ulysses_size: -2\n").find("key 'model_args.ulysses_size': must be >= 1"), std::string::npos);
   EXPECT_NE(error_of("offload_policy: {pin_memory: true}\n").find("key 'offload_policy': expected true or false"), std::string::npos);
 }
 
@@ -315,8 +328,10 @@ TEST(FSDP2ConfigYaml, MindSpeedFilesAsWritten) {
   EXPECT_EQ(error_of("offload_to_cpu: false\npin_memory: true\nuse_reentrant: false\nalign_fsdp_param_groups: false\n"
                      "expert_parallel_size: 1\nreshard_local_experts: true\nmoe_modules: null\n"),
             "");
-  EXPECT_NE(error_of("offload_to_cpu: True\n").find("cfg.yaml:1: key 'offload_to_cpu': not supported in megacpp (no CPU offload"),
-            std::string::npos);
+  auto offload = parse_fsdp2_config("offload_to_cpu: True\npin_memory: false\n", "cfg.yaml");
+  EXPECT_TRUE(offload.offload_to_cpu);
+  EXPECT_FALSE(offload.pin_memory);
+  EXPECT_TRUE(parse_fsdp2_config("strategy_args:\n  strategy_config:\n    offload_policy: true\n", "cfg.yaml").offload_to_cpu);
   EXPECT_NE(error_of("align_fsdp_param_groups: true\n").find("key 'align_fsdp_param_groups': not supported"), std::string::npos);
   EXPECT_NE(error_of("expert_parallel_size: 2\n").find("key 'expert_parallel_size': not supported"), std::string::npos);
   EXPECT_NE(error_of("reshard_after_forward: 2\n").find("key 'reshard_after_forward': an integer (reshard to 2 ranks after forward) is not supported"),
