@@ -23,19 +23,19 @@ parallel::Module& child(parallel::Module& module, const std::string& name) {
 
 }  // namespace
 
-void apply_ulysses(LanguageModel& model, const parallel::Group& group, const std::string& key) {
+void apply_ulysses(LanguageModel& model, const parallel::Group& group, const std::string& setting) {
   const std::string size = std::to_string(group.size());
   const std::string refusal = model.ulysses_refusal();
-  if (!refusal.empty()) throw std::invalid_argument(key + " " + size + ": this model cannot split its sequences: " + refusal);
+  if (!refusal.empty()) throw std::invalid_argument(setting + ": this model cannot split its sequences: " + refusal);
   int layers = 0;
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
     auto* attention = dynamic_cast<Attention*>(module);
     if (!attention) continue;
     if (attention->heads() % group.size() != 0 || attention->kv_heads() % group.size() != 0) {
-      throw std::invalid_argument(key + " " + size + ": the " + std::to_string(attention->heads()) +
+      throw std::invalid_argument(setting + ": the " + std::to_string(attention->heads()) +
                                   " attention heads (--num-attention-heads) and " + std::to_string(attention->kv_heads()) +
-                                  " query groups (--num-query-groups) of " + path + " must both divide by it: each rank "
-                                  "computes a " + size + "th of the heads");
+                                  " query groups (--num-query-groups) of " + path + " must both divide by it: each of the " +
+                                  size + " ranks computes an equal share of them");
     }
     for (const char* projection : {"q_proj", "k_proj", "v_proj"}) {
       parallel::split_output_by_heads(child(*attention, projection), group);
@@ -43,7 +43,7 @@ void apply_ulysses(LanguageModel& model, const parallel::Group& group, const std
     parallel::split_input_by_sequence(child(*attention, "o_proj"), group);
     ++layers;
   }
-  if (layers == 0) throw std::invalid_argument(key + " " + size + ": this model has no Attention layer to split by heads");
+  if (layers == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split by heads");
   spdlog::info("ulysses: each sequence split over {} ranks {}; {} attention layer(s) exchange sequence for heads", group.size(),
                group.describe(), layers);
 }

@@ -122,15 +122,17 @@ class TrainingRun {
     }
     fsdp_config_ = config::fsdp2_config_from_args(args_);
     if (args_.seq_length % fsdp_config_.ulysses_size != 0) {
-      throw std::invalid_argument("--seq-length " + std::to_string(args_.seq_length) + " does not divide by " + ulysses_key() +
-                                  " " + std::to_string(fsdp_config_.ulysses_size) +
+      throw std::invalid_argument("--seq-length " + std::to_string(args_.seq_length) + " does not divide by " + ulysses_setting() +
                                   ": each rank takes an equal slice of every sequence");
     }
   }
 
-  // Where the Ulysses size came from, for errors.
-  std::string ulysses_key() const {
-    return args_.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size in " + args_.fsdp2_config_path;
+  // The Ulysses size as it was given, for errors: "--context-parallel-size 2" or
+  // "ulysses_size 2 in FILE".
+  std::string ulysses_setting() const {
+    const std::string size = std::to_string(fsdp_config_.ulysses_size);
+    return args_.context_parallel_size > 1 ? "--context-parallel-size " + size
+                                           : "ulysses_size " + size + " in " + args_.fsdp2_config_path;
   }
 
   // The runtime, the device mesh and the batch arithmetic.
@@ -179,7 +181,7 @@ class TrainingRun {
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
     if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
     if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
-    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), ulysses_key());
+    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), ulysses_setting());
     if (fsdp_config_.apply_tiled_mlp) models::apply_tiled_mlp(*model_, fsdp_config_.tiled_num_shards, "apply_tiled_mlp");
   }
 

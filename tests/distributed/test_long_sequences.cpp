@@ -117,7 +117,7 @@ TEST(Ulysses, RefusesWhatCannotBeSplitByName) {
       << gpt.result.output;
   const std::string dir = testing::scratch_dir();
   const TrainRun odd = train(2, one_group + "--num-query-groups 2 --seq-length 18" + fsdp_flags(dir, "u.yaml", "ulysses_size: 4\n"));
-  EXPECT_NE(odd.result.output.find("--seq-length 18 does not divide by ulysses_size in " + dir + "/u.yaml 4"), std::string::npos)
+  EXPECT_NE(odd.result.output.find("--seq-length 18 does not divide by ulysses_size 4 in " + dir + "/u.yaml: each rank takes an equal slice"), std::string::npos)
       << odd.result.output;
   const TrainRun both = train(2, one_group + "--num-query-groups 2 --context-parallel-size 2" + fsdp_flags(dir, "u.yaml", "ulysses_size: 4\n"));
   EXPECT_NE(both.result.output.find("--context-parallel-size 2 conflicts with ulysses_size 4 in " + dir + "/u.yaml"), std::string::npos)
