@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "megacpp/arguments.h"
+#include "megacpp/logging.h"
 #include "megacpp/training/host_memory.h"
 #include "megacpp/training/trainer.h"
 
@@ -21,7 +22,7 @@ int train_main(int argc, const char* const* argv, const char* program) {
     std::signal(SIGPIPE, SIG_IGN);
     return run_training(args, program);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
     return 1;
   }
 }

@@ -415,7 +415,7 @@ int run_training(const TrainingArguments& args, const char* program) {
   } catch (const std::exception& e) {
     // Said before `run` goes: tearing down its process group can end the other ranks, and the
     // launcher then stops this one before a later message would reach the log.
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
     std::fflush(stderr);
     return 1;
   }
