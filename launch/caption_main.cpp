@@ -15,6 +15,7 @@
 #include "megacpp/arguments.h"
 #include "megacpp/data/image_text_dataset.h"
 #include "megacpp/inference/captioning.h"
+#include "megacpp/logging.h"
 #include "megacpp/model_arguments.h"
 #include "models/model_flags.h"
 #include "models/registry.h"
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
     std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
+    std::cerr << "megacpp-caption: error: " << megacpp::error_message(e) << std::endl;
     return 1;
   }
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/hf_convert.h"
+#include "megacpp/logging.h"
 #include "megacpp/model_arguments.h"
 #include "models/registry.h"
 
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
                 << " " << import_hf(o) << std::endl;
     }
   } catch (const std::exception& e) {
-    std::cerr << "megacpp-convert: " << e.what() << "\n";
+    std::cerr << "megacpp-convert: " << megacpp::error_message(e) << "\n";
     return 1;
   }
   return 0;
