@@ -13,9 +13,9 @@ namespace megacpp::models {
 // Splits every models::Attention layer of `model` by heads over `group` (size > 1): the
 // outputs of its q, k and v projections go from sequence- to head-split, the input of its
 // output projection back. The model then takes a slice of each sequence
-// (parallel::sequence_slice). Throws std::invalid_argument starting with `setting` (how the size
-// was given, e.g. "--context-parallel-size 2") when the model cannot run on slices (FSDP2Mixin::ulysses_refusal) or a layer's heads or query groups do not split
-// over the group.
+// (parallel::sequence_slice). Throws std::invalid_argument starting with `setting` (how the
+// size was given, e.g. "--context-parallel-size 2") when the model cannot run on slices
+// (FSDP2Mixin::ulysses_refusal) or a layer's heads or query groups do not split over the group.
 void apply_ulysses(LanguageModel& model, const parallel::Group& group, const std::string& setting);
 
 // Runs every dense SwiGLU MLP of `model` (models::SwiGLUMLP not inside a SparseMoeBlock: the

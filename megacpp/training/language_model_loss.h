@@ -20,8 +20,5 @@ namespace megacpp::training {
 // whole sequences (summed over the group), so that the group's shares add up to the loss above.
 at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length,
                                const parallel::Group& ulysses);
-inline at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length) {
-  return language_model_loss(model, batch, seq_length, parallel::Group::single(0));
-}
 
 }  // namespace megacpp::training

@@ -51,7 +51,8 @@ std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const Dev
                                   "it cannot be sharded (ignore it or make the module a parallel::Module)");
     }
   }
-  const auto param_dtype = options.mixed_precision.param_dtype.value_or(torch::kFloat);
+  const FSDPParam::Placement placement{options.device, options.mixed_precision.param_dtype.value_or(torch::kFloat),
+                                       options.offload_to_cpu, options.pin_memory};
   std::vector<std::unique_ptr<FSDPParam>> params;
   for (auto& p : pending) {
     if (p.tensor.dim() == 0) {
@@ -59,7 +60,6 @@ std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const Dev
                                   "' is 0-dimensional; FSDP shards on dim 0 (give it shape [1])");
     }
     auto layout = compute_shard_layout(p.tensor.sizes().vec(), mesh.fsdp().size());
-    const FSDPParam::Placement placement{options.device, param_dtype, options.offload_to_cpu, options.pin_memory};
     params.push_back(std::make_unique<FSDPParam>(p.fqn, std::move(p.uses), p.tensor, layout, mesh.fsdp(), placement));
   }
   return params;
