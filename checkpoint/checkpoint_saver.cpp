@@ -10,14 +10,11 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "checkpoint/index_checksums.h"
-
+#include "parallel/store_text.h"
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
 namespace {
-
-std::string as_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
-std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 // How a rank tells the others through the store that its part of a save failed.
 const std::string kFailed = "failed: ";
@@ -98,13 +95,13 @@ void CheckpointSaver::save(SaveJob job, bool async) {
     try {
       tidy_save_directory(job.root);
       fs::create_directories(tmp_dir);
-      if (world_size_ > 1) store_->set(prefix + "ready", as_bytes("ok"));
+      if (world_size_ > 1) store_->set(prefix + "ready", parallel::store_bytes("ok"));
     } catch (const std::exception& e) {
-      if (world_size_ > 1) store_->set(prefix + "ready", as_bytes(std::string("error: ") + e.what()));
+      if (world_size_ > 1) store_->set(prefix + "ready", parallel::store_bytes(std::string("error: ") + e.what()));
       throw std::runtime_error("--save: cannot create " + tmp_dir + ": " + e.what());
     }
   } else {
-    const std::string ready = as_string(store_->get(prefix + "ready"));
+    const std::string ready = parallel::store_text(store_->get(prefix + "ready"));
     if (ready != "ok") throw std::runtime_error("rank 0 could not prepare the checkpoint directory: " + ready);
   }
   if (!async) {
@@ -134,18 +131,18 @@ void CheckpointSaver::write(const SaveJob& job, const std::string& tmp_dir, cons
       publish_checkpoint(job, tmp_dir, part);
       return;
     }
-    store_->set(part_key, as_bytes(part.serialize()));
+    store_->set(part_key, parallel::store_bytes(part.serialize()));
     if (rank_ == 0) {
       collect_and_publish(job, tmp_dir, prefix);
-      store_->set(done_key, as_bytes("ok"));
+      store_->set(done_key, parallel::store_bytes("ok"));
       return;
     }
   } catch (const std::exception& e) {
-    if (world_size_ > 1) store_->set(rank_ == 0 ? done_key : part_key, as_bytes(kFailed + e.what()));
+    if (world_size_ > 1) store_->set(rank_ == 0 ? done_key : part_key, parallel::store_bytes(kFailed + e.what()));
     if (rank_ == 0) remove_failed_save(tmp_dir);
     throw;
   }
-  const std::string done = as_string(store_->get(done_key));
+  const std::string done = parallel::store_text(store_->get(done_key));
   if (done != "ok") {
     throw std::runtime_error("checkpoint at iteration " + std::to_string(job.iteration) + " failed: " + done.substr(kFailed.size()));
   }
@@ -155,7 +152,7 @@ void CheckpointSaver::collect_and_publish(const SaveJob& job, const std::string&
   DcpMetadata merged;
   for (int r = 0; r < world_size_; ++r) {
     const std::string key = prefix + "part/" + std::to_string(r);
-    const std::string text = as_string(store_->get(key));
+    const std::string text = parallel::store_text(store_->get(key));
     if (text.rfind(kFailed, 0) == 0) {
       throw std::runtime_error("rank " + std::to_string(r) + " could not write its part: " + text.substr(kFailed.size()));
     }

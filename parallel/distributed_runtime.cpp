@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "parallel/agreed_connect.h"
+
 namespace megacpp::parallel {
 namespace {
 
@@ -121,7 +123,13 @@ Group DistributedRuntime::new_group(const std::vector<int>& global_ranks) {
   auto it = std::find(ranks.begin(), ranks.end(), rank());
   group.rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
   if (group.contains_me() && ranks.size() > 1) {
-    group.backend = make_backend(prefix, group.rank, group.size());
+    AgreedConnectOptions agreement;
+    agreement.outcome_timeout = 2 * options_.timeout;  // a peer may first spend its own timeout on a failed rank
+    agreement.check_timeout = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::minutes(1));
+    agreement.device = device_;
+    group.backend = connect_agreed(*store_, prefix, group,
+                                   [&](const std::string& attempt_prefix) { return make_backend(attempt_prefix, group.rank, group.size()); },
+                                   agreement);
   }
   return group;
 }

@@ -1,0 +1,82 @@
+#include "parallel/agreed_connect.h"
+
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/torch.h>
+
+#include "megacpp/logging.h"
+#include "parallel/store_text.h"
+
+namespace megacpp::parallel {
+namespace {
+
+const std::string kConnected = "ok";
+
+// Every member's outcome of one attempt: "rank R: error" for each that failed, empty if none.
+std::string failures_of_attempt(c10d::Store& store, const std::string& attempt_prefix, const Group& group,
+                                const AgreedConnectOptions& options) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < group.global_ranks.size(); ++i) keys.push_back(attempt_prefix + "/outcome_" + std::to_string(i));
+  try {
+    store.wait(keys, options.outcome_timeout);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("connecting the group of ranks " + group.describe() + ": a member did not report within " +
+                             std::to_string(options.outcome_timeout.count()) + " ms (stopped or stalled?): " + e.what());
+  }
+  std::string failures;
+  for (size_t i = 0; i < group.global_ranks.size(); ++i) {
+    const std::string outcome = store_text(store.get(keys[i]));
+    if (outcome != kConnected) failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(group.global_ranks[i]) + ": " + outcome);
+  }
+  return failures;
+}
+
+// Every member adds a one at its own index: anything but all ones means a contribution went
+// astray.
+void check_every_member_arrives(compat::CommBackend& backend, const Group& group, const AgreedConnectOptions& options) {
+  at::Tensor presence = torch::zeros({group.size()}, torch::TensorOptions(torch::kFloat).device(options.device));
+  presence.narrow(0, group.rank, 1).fill_(1);
+  std::vector<at::Tensor> tensors{presence};
+  c10d::AllreduceOptions reduce;
+  reduce.timeout = options.check_timeout;
+  backend.allreduce(tensors, reduce)->wait();
+  const at::Tensor arrived = presence.cpu();
+  std::string missing;
+  for (int i = 0; i < group.size(); ++i) {
+    if (arrived[i].item<float>() != 1.0f) missing += (missing.empty() ? "" : ", ") + std::to_string(group.global_ranks[i]);
+  }
+  if (!missing.empty()) throw std::runtime_error("the check all-reduce got nothing from rank(s) " + missing);
+}
+
+}  // namespace
+
+c10::intrusive_ptr<compat::CommBackend> connect_agreed(c10d::Store& store, const std::string& prefix,
+                                                       const Group& group, const ConnectBackend& connect,
+                                                       const AgreedConnectOptions& options) {
+  std::string failures;
+  for (int attempt = 1; attempt <= options.attempts; ++attempt) {
+    const std::string attempt_prefix = attempt == 1 ? prefix : prefix + "_attempt_" + std::to_string(attempt);
+    c10::intrusive_ptr<compat::CommBackend> backend;
+    std::string outcome = kConnected;
+    try {
+      backend = connect(attempt_prefix);
+      if (backend) check_every_member_arrives(*backend, group, options);
+    } catch (const std::exception& e) {
+      outcome = error_message(e);
+      if (outcome.empty() || outcome == kConnected) outcome = "failed without a message";
+    }
+    store.set(attempt_prefix + "/outcome_" + std::to_string(group.rank), store_bytes(outcome));
+    failures = failures_of_attempt(store, attempt_prefix, group, options);
+    if (failures.empty()) return backend;
+    if (attempt < options.attempts && group.rank == 0) {  // once per group
+      spdlog::warn("connecting the group of ranks {} failed (attempt {} of {}), connecting again: {}", group.describe(),
+                   attempt, options.attempts, failures);
+    }
+  }
+  throw std::runtime_error("connecting the group of ranks " + group.describe() + " failed " +
+                           std::to_string(options.attempts) + " times; the last time: " + failures);
+}
+
+}  // namespace megacpp::parallel
