@@ -1,28 +1,24 @@
 #include "launcher.h"
 
-#include "hang_watch.h"
-
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
-#include <charconv>
 #include <chrono>
-#include <cstring>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "hang_watch.h"
+#include "rank_process.h"
 
 extern char** environ;
 
@@ -31,242 +27,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kPollMs = 100;
 // After the last rank is reaped its output is already in the pipe; only an
 // orphaned grandchild can keep a pipe open, and we do not wait for it long.
 constexpr auto kDrainTimeout = std::chrono::seconds(1);
-// A "line" this long without a newline is emitted anyway to bound memory.
-constexpr size_t kMaxLine = size_t{1} << 20;
-
-// ---------------------------------------------------------------- parsing --
-
-struct IntFlag {
-  const char* name;
-  int LaunchOptions::*field;
-  long long lo, hi;
-};
-
-const IntFlag kIntFlags[] = {
-    {"--nproc-per-node", &LaunchOptions::nproc_per_node, 1, 1024},
-    {"--nnodes", &LaunchOptions::nnodes, 1, 1000000},
-    {"--node-rank", &LaunchOptions::node_rank, 0, 999999},
-    {"--master-port", &LaunchOptions::master_port, 0, 65535},
-    {"--grace-seconds", &LaunchOptions::grace_seconds, 0, 86400},
-    {"--omp-num-threads", &LaunchOptions::omp_num_threads, 0, 1024},
-    {"--hang-timeout-seconds", &LaunchOptions::hang_timeout_seconds, 0, 7 * 86400},
-};
-
-const IntFlag* find_int_flag(const std::string& name) {
-  for (const IntFlag& f : kIntFlags)
-    if (name == f.name) return &f;
-  return nullptr;
-}
-
-std::string range_text(long long lo, long long hi) {
-  return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-}
-
-int parse_int(const std::string& flag, const std::string& text, const IntFlag& f) {
-  long long v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end || v < f.lo || v > f.hi)
-    throw std::invalid_argument(flag + ": expected " + range_text(f.lo, f.hi) +
-                                ", got '" + text + "'");
-  return static_cast<int>(v);
-}
-
-// One option token: `typed` is the spelling given (kept for error messages),
-// `name` the canonical dash spelling, `value` the part after '=' if any.
-struct OptionToken {
-  std::string typed, name;
-  std::optional<std::string> value;
-};
-
-OptionToken split_option(const std::string& arg) {
-  OptionToken t;
-  const size_t eq = arg.find('=');
-  t.typed = arg.substr(0, eq);
-  if (eq != std::string::npos) t.value = arg.substr(eq + 1);
-  t.name = t.typed;
-  if (t.name.rfind("--", 0) == 0) std::replace(t.name.begin() + 2, t.name.end(), '_', '-');
-  return t;
-}
-
-std::string take_value(const OptionToken& t, const std::vector<std::string>& args, size_t& i) {
-  if (t.value) return *t.value;
-  if (i >= args.size()) throw std::invalid_argument(t.typed + ": missing value");
-  return args[i++];
-}
-
-// Applies one option; returns false for --help (which ends parsing).
-bool apply_option(LaunchOptions& opts, const OptionToken& t,
-                  const std::vector<std::string>& args, size_t& i) {
-  if (t.name == "-h" || t.name == "--help") {
-    if (t.value) throw std::invalid_argument(t.typed + ": does not take a value");
-    opts.help = true;
-    return false;
-  }
-  if (t.name == "--master-addr") {
-    opts.master_addr = take_value(t, args, i);
-    if (opts.master_addr.empty()) throw std::invalid_argument(t.typed + ": must not be empty");
-    return true;
-  }
-  const IntFlag* f = find_int_flag(t.name);
-  if (f == nullptr) throw std::invalid_argument("unknown option '" + t.typed + "'");
-  opts.*(f->field) = parse_int(t.typed, take_value(t, args, i), *f);
-  return true;
-}
-
-// ----------------------------------------------------------------- output --
-
-void write_all(int fd, const std::string& s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {  // inherited non-blocking stdout: wait for room
-      pollfd pfd{fd, POLLOUT, 0};
-      ::poll(&pfd, 1, kPollMs);
-      continue;
-    }
-    if (w < 0) return;  // nowhere left to report it
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-void say(const std::string& msg) { write_all(STDERR_FILENO, "megacpp-run: " + msg + "\n"); }
-
-std::string signal_name(int sig) {
-  static const std::pair<int, const char*> kNames[] = {
-      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
-  for (const auto& [n, name] : kNames)
-    if (n == sig) return name;
-  return "SIG" + std::to_string(sig);
-}
-
-std::runtime_error sys_error(const std::string& what) {
-  return std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-// ---------------------------------------------------------------- signals --
-
-// Self-pipe: the handler only write()s the signal number (async-signal-safe);
-// the poll loop does the real work.
-int g_signal_pipe[2] = {-1, -1};
-constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGCHLD};
-constexpr size_t kNumHandled = std::size(kHandledSignals);
-struct sigaction g_saved_actions[kNumHandled];
-
-void restore_saved_actions() {
-  for (size_t i = 0; i < kNumHandled; ++i)
-    ::sigaction(kHandledSignals[i], &g_saved_actions[i], nullptr);
-}
-
-extern "C" void on_launcher_signal(int sig) {
-  const int saved_errno = errno;
-  const unsigned char b = static_cast<unsigned char>(sig);
-  [[maybe_unused]] ssize_t r = ::write(g_signal_pipe[1], &b, 1);
-  errno = saved_errno;
-}
-
-// Installs the handlers for the launcher's lifetime. SIGCHLD is caught too:
-// it wakes poll() as soon as a rank exits, and an inherited SIG_IGN would
-// otherwise auto-reap the ranks and hide their exit status.
-class SignalGuard {
- public:
-  SignalGuard() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw sys_error("pipe");
-    for (size_t i = 0; i < kNumHandled; ++i) {
-      struct sigaction sa {};
-      sa.sa_handler = on_launcher_signal;
-      sa.sa_flags = SA_NOCLDSTOP;
-      sigemptyset(&sa.sa_mask);
-      ::sigaction(kHandledSignals[i], &sa, &g_saved_actions[i]);
-    }
-  }
-  ~SignalGuard() {
-    restore_saved_actions();
-    ::close(g_signal_pipe[0]);
-    ::close(g_signal_pipe[1]);
-    g_signal_pipe[0] = g_signal_pipe[1] = -1;
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-  int read_fd() const { return g_signal_pipe[0]; }
-};
-
-// A closed stdin/stdout/stderr would let pipe2() hand out fds 0-2 and confuse
-// the dup2() calls in the child.
-void ensure_std_fds_open() {
-  for (int fd = 0; fd <= 2; ++fd)
-    if (::fcntl(fd, F_GETFD) == -1) ::open("/dev/null", O_RDWR);
-}
-
-// ------------------------------------------------------------------ ranks --
-
-struct Stream {
-  int fd = -1;           // read end of the rank's pipe, -1 once closed
-  int dest = -1;         // launcher fd the prefixed lines go to
-  std::string prefix;    // "[rank<R>]: "
-  std::string pending;   // bytes after the last newline
-};
-
-struct Rank {
-  int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  Stream out, err;
-};
-
-// Writes all completed lines in one write() so ranks never interleave mid-line.
-void feed(Stream& s, const char* data, size_t n) {
-  s.pending.append(data, n);
-  std::string lines;
-  size_t start = 0, nl;
-  while ((nl = s.pending.find('\n', start)) != std::string::npos) {
-    lines += s.prefix;
-    lines.append(s.pending, start, nl + 1 - start);
-    start = nl + 1;
-  }
-  s.pending.erase(0, start);
-  if (s.pending.size() >= kMaxLine) {
-    lines += s.prefix + s.pending + "\n";
-    s.pending.clear();
-  }
-  if (!lines.empty()) write_all(s.dest, lines);
-}
-
-void close_stream(Stream& s) {
-  if (!s.pending.empty()) write_all(s.dest, s.prefix + s.pending + "\n");
-  s.pending.clear();
-  ::close(s.fd);
-  s.fd = -1;
-}
-
-// Reads what is available (at most max_reads chunks, so one chatty rank
-// cannot starve the others); closes the stream at EOF.
-void pump(Stream& s, int max_reads) {
-  char buf[65536];
-  for (int i = 0; i < max_reads && s.fd >= 0; ++i) {
-    const ssize_t n = ::read(s.fd, buf, sizeof buf);
-    if (n > 0) {
-      feed(s, buf, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      return;
-    } else {
-      close_stream(s);
-    }
-  }
-}
 
 // `heartbeat_file`: the rank's MEGACPP_HEARTBEAT_FILE, "" when hang detection is off.
 std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank, int port, const std::string& heartbeat_file) {
@@ -300,91 +63,6 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
   out.push_back(nullptr);
   return out;
 }
-
-// Everything the forked child needs, prepared before fork() so the child
-// does not allocate.
-struct ChildSpec {
-  int out_w, err_w;
-  pid_t launcher;
-  sigset_t mask;  // signal mask to restore (the launcher's, before blocking)
-  char** argv;
-  char** envp;
-};
-
-void write_cstr(int fd, const char* s) {
-  [[maybe_unused]] ssize_t r = ::write(fd, s, std::strlen(s));
-}
-
-[[noreturn]] void exec_child(const ChildSpec& c) {
-  restore_saved_actions();
-  ::sigprocmask(SIG_SETMASK, &c.mask, nullptr);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != c.launcher) ::_exit(1);  // launcher died before prctl took effect
-  ::dup2(c.out_w, STDOUT_FILENO);
-  ::dup2(c.err_w, STDERR_FILENO);
-  environ = c.envp;
-  ::execvp(c.argv[0], c.argv);
-  const int err = errno;
-  write_cstr(STDERR_FILENO, "megacpp-run: cannot execute '");
-  write_cstr(STDERR_FILENO, c.argv[0]);
-  write_cstr(STDERR_FILENO, "': ");
-  write_cstr(STDERR_FILENO, std::strerror(err));
-  write_cstr(STDERR_FILENO, "\n");
-  ::_exit(127);
-}
-
-void close_pair(int p[2]) {
-  ::close(p[0]);
-  ::close(p[1]);
-}
-
-// Forks one rank with its stdout/stderr on fresh pipes. Throws on failure.
-void spawn_rank(Rank& r, char** argv, char** envp) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw sys_error("pipe");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    close_pair(out);
-    throw sys_error("pipe");
-  }
-  // Blocked across fork so the child cannot run the launcher's handler
-  // before it restores the original dispositions.
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &block, &old);
-  const ChildSpec spec{out[1], err[1], ::getpid(), old, argv, envp};
-  const pid_t pid = ::fork();
-  if (pid == 0) exec_child(spec);
-  const int fork_errno = errno;
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) {
-    close_pair(out);
-    close_pair(err);
-    errno = fork_errno;
-    throw sys_error("fork");
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  r.pid = pid;
-  r.running = true;
-  r.out.fd = out[0];
-  r.err.fd = err[0];
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-}
-
-std::string describe_exit(const Rank& r, int status) {
-  const std::string who = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ")";
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return who + " was killed by signal " + signal_name(sig) + " (" + std::to_string(sig) + ")";
-  }
-  return who + " exited with status " + std::to_string(WEXITSTATUS(status));
-}
-
-// ------------------------------------------------------------- supervisor --
 
 class Supervisor {
  public:
@@ -571,91 +249,6 @@ class Supervisor {
 };
 
 }  // namespace
-
-// ------------------------------------------------------------- public API --
-
-LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
-  LaunchOptions opts;
-  size_t i = 0;
-  while (i < args.size()) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.empty() || arg[0] != '-') break;  // PROGRAM: the rest belongs to it
-    ++i;
-    if (!apply_option(opts, split_option(arg), args, i)) return opts;
-  }
-  opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  validate_launch_options(opts);
-  return opts;
-}
-
-LaunchOptions parse_launch_options(int argc, const char* const* argv) {
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return parse_launch_options(args);
-}
-
-void validate_launch_options(const LaunchOptions& opts) {
-  for (const IntFlag& f : kIntFlags) {
-    const int v = opts.*(f.field);
-    if (v < f.lo || v > f.hi)
-      throw std::invalid_argument(std::string(f.name) + ": expected " + range_text(f.lo, f.hi) +
-                                  ", got " + std::to_string(v));
-  }
-  if (opts.node_rank >= opts.nnodes)
-    throw std::invalid_argument("--node-rank: " + std::to_string(opts.node_rank) +
-                                " must be less than --nnodes (" + std::to_string(opts.nnodes) +
-                                ")");
-  if (opts.master_port == 0 && opts.nnodes > 1)
-    throw std::invalid_argument(
-        "--master-port: 0 (pick a free port) is only allowed with --nnodes 1");
-  if (opts.master_addr.empty()) throw std::invalid_argument("--master-addr: must not be empty");
-  if (opts.command.empty()) throw std::invalid_argument("missing PROGRAM to run");
-}
-
-std::string launch_usage() {
-  return R"(usage: megacpp-run [options] PROGRAM [ARGS...]
-
-Starts one process per local rank with the torchrun environment (RANK,
-WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR,
-MASTER_PORT). Output lines are prefixed with "[rank<R>]: ". When a rank fails
-the others get SIGTERM, then SIGKILL after the grace period.
-
-options (also --opt=VALUE and underscore spellings such as --nproc_per_node):
-  --nproc-per-node N   processes on this node (default 1)
-  --nnodes N           number of nodes (default 1)
-  --node-rank R        rank of this node, 0 <= R < nnodes (default 0)
-  --master-addr ADDR   rendezvous address (default 127.0.0.1)
-  --master-port P      rendezvous port (default 29500; 0 picks a free port,
-                       single node only)
-  --grace-seconds S    wait after SIGTERM before SIGKILL on teardown (default 5)
-  --omp-num-threads N  OMP_NUM_THREADS of every rank (default: the environment's,
-                       else 1 when --nproc-per-node > 1, as torchrun); ranks also
-                       get OMP_WAIT_POLICY=PASSIVE unless it is set
-  --hang-timeout-seconds S
-                       stop the job when a rank of megacpp-train makes no progress
-                       for S seconds, naming it (default 300; 0: off)
-  -h, --help           show this help
-  --                   end of options: the next token is PROGRAM
-
-exit status: 0 if every rank exits 0, 1 if a rank fails, 2 on usage errors,
-128+N if the launcher receives signal N.
-)";
-}
-
-std::vector<std::pair<std::string, std::string>> thread_environment(const LaunchOptions& opts) {
-  std::vector<std::pair<std::string, std::string>> vars;
-  if (opts.omp_num_threads > 0) {
-    vars.emplace_back("OMP_NUM_THREADS", std::to_string(opts.omp_num_threads));
-  } else if (std::getenv("OMP_NUM_THREADS") == nullptr && opts.nproc_per_node > 1) {
-    vars.emplace_back("OMP_NUM_THREADS", "1");
-  }
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) vars.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
-  return vars;
-}
 
 int pick_free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
