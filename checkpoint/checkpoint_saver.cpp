@@ -10,7 +10,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "checkpoint/index_checksums.h"
-#include "parallel/store_text.h"
+#include "parallel/store_values.h"
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;

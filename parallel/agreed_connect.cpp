@@ -7,26 +7,33 @@
 #include <torch/torch.h>
 
 #include "megacpp/logging.h"
-#include "parallel/store_text.h"
+#include "parallel/store_values.h"
 
 namespace megacpp::parallel {
 namespace {
 
 const std::string kConnected = "ok";
 
+std::string outcome_key(const std::string& attempt_prefix, int member) {
+  return "megacpp/agree/" + attempt_prefix + "/outcome_" + std::to_string(member);
+}
+
 // Every member's outcome of one attempt: "rank R: error" for each that failed, empty if none.
 std::string failures_of_attempt(c10d::Store& store, const std::string& attempt_prefix, const Group& group,
                                 const AgreedConnectOptions& options) {
   std::vector<std::string> keys;
-  for (size_t i = 0; i < group.global_ranks.size(); ++i) keys.push_back(attempt_prefix + "/outcome_" + std::to_string(i));
+  for (int i = 0; i < group.size(); ++i) keys.push_back(outcome_key(attempt_prefix, i));
   try {
     store.wait(keys, options.outcome_timeout);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("connecting the group of ranks " + group.describe() + ": a member did not report within " +
-                             std::to_string(options.outcome_timeout.count()) + " ms (stopped or stalled?): " + e.what());
+  } catch (const std::exception&) {
+    std::string silent;
+    for (size_t i : absent_keys(store, keys)) silent += (silent.empty() ? "" : ", ") + std::to_string(group.global_ranks[i]);
+    throw std::runtime_error("connecting the group of ranks " + group.describe() + ": " +
+                             (silent.empty() ? std::string("a member") : "rank(s) " + silent) + " did not report within " +
+                             std::to_string(options.outcome_timeout.count()) + " ms (stopped or stalled?)");
   }
   std::string failures;
-  for (size_t i = 0; i < group.global_ranks.size(); ++i) {
+  for (int i = 0; i < group.size(); ++i) {
     const std::string outcome = store_text(store.get(keys[i]));
     if (outcome != kConnected) failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(group.global_ranks[i]) + ": " + outcome);
   }
@@ -39,9 +46,7 @@ void check_every_member_arrives(compat::CommBackend& backend, const Group& group
   at::Tensor presence = torch::zeros({group.size()}, torch::TensorOptions(torch::kFloat).device(options.device));
   presence.narrow(0, group.rank, 1).fill_(1);
   std::vector<at::Tensor> tensors{presence};
-  c10d::AllreduceOptions reduce;
-  reduce.timeout = options.check_timeout;
-  backend.allreduce(tensors, reduce)->wait();
+  backend.allreduce(tensors)->wait();
   const at::Tensor arrived = presence.cpu();
   std::string missing;
   for (int i = 0; i < group.size(); ++i) {
@@ -67,7 +72,7 @@ c10::intrusive_ptr<compat::CommBackend> connect_agreed(c10d::Store& store, const
       outcome = error_message(e);
       if (outcome.empty() || outcome == kConnected) outcome = "failed without a message";
     }
-    store.set(attempt_prefix + "/outcome_" + std::to_string(group.rank), store_bytes(outcome));
+    store.set(outcome_key(attempt_prefix, group.rank), store_bytes(outcome));
     failures = failures_of_attempt(store, attempt_prefix, group, options);
     if (failures.empty()) return backend;
     if (attempt < options.attempts && group.rank == 0) {  // once per group

@@ -14,6 +14,7 @@
 #endif
 
 #include "parallel/agreed_connect.h"
+#include "parallel/store_values.h"
 
 namespace megacpp::parallel {
 namespace {
@@ -29,6 +30,24 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
   // A single-machine job must not depend on how this host's name resolves.
   if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+std::string joined_key(int rank) { return "megacpp/joined/rank_" + std::to_string(rank); }
+
+// Every rank joins the store before any connects, so that a rank that never starts is named.
+void wait_for_every_rank(c10d::Store& store, const LaunchEnvironment& env, std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(joined_key(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const std::exception&) {
+    std::string absent;
+    for (size_t r : absent_keys(store, keys)) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) + ": " +
+                             (absent.empty() ? std::string("not every rank") : "rank(s) " + absent) +
+                             " did not join within --distributed-timeout-minutes (" + std::to_string(timeout.count()) +
+                             " ms; is every node started?)");
+  }
 }
 
 }  // namespace
@@ -75,19 +94,19 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
   }
   // A second job started on the same port finds the first one's store: its ranks must leave
   // before they touch it (their Gloo connections would break the first job).
-  if (rt->store_->add("megacpp/joined/rank_" + std::to_string(env.rank), 1) != 1) {
+  if (rt->store_->add(joined_key(env.rank), 1) != 1) {
     throw std::runtime_error("the rendezvous store at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) +
                              " already has a rank " + std::to_string(env.rank) +
                              ": it belongs to another job started on the same port; give this one another port (megacpp-run "
                              "--master-port 0 picks a free one)");
   }
+  wait_for_every_rank(*rt->store_, env, options.timeout);
   try {
     rt->world_ = rt->new_group(all);
   } catch (const std::exception& e) {
     throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) +
                              ": rank " + std::to_string(env.rank) + " could not connect the world of " +
-                             std::to_string(env.world_size) + " ranks within --distributed-timeout-minutes (" +
-                             std::to_string(options.timeout.count()) + " ms; is every node started?): " + e.what());
+                             std::to_string(env.world_size) + " ranks: " + e.what());
   }
   spdlog::debug("rank {}/{} joined ({} via {}:{})", env.rank, env.world_size, env.source,
                 env.master_addr, env.master_port);
@@ -124,8 +143,7 @@ Group DistributedRuntime::new_group(const std::vector<int>& global_ranks) {
   group.rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
   if (group.contains_me() && ranks.size() > 1) {
     AgreedConnectOptions agreement;
-    agreement.outcome_timeout = 2 * options_.timeout;  // a peer may first spend its own timeout on a failed rank
-    agreement.check_timeout = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::minutes(1));
+    agreement.outcome_timeout = 3 * options_.timeout;
     agreement.device = device_;
     group.backend = connect_agreed(*store_, prefix, group,
                                    [&](const std::string& attempt_prefix) { return make_backend(attempt_prefix, group.rank, group.size()); },

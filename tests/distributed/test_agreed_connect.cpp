@@ -7,6 +7,7 @@
 
 #include "parallel/agreed_connect.h"
 #include "parallel/collectives.h"
+#include "parallel/distributed_runtime.h"
 #include "tests/support/distributed_test.h"
 
 namespace megacpp {
@@ -79,6 +80,42 @@ TEST(AgreedConnect, AGroupThatNeverConnectsFailsOnEveryMemberNamingTheRank) {
     }
     EXPECT_EQ(attempts, 2);
   });
+}
+
+TEST(AgreedConnect, AMemberThatNeverReportsIsNamed) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    if (rt.rank() == 1) return;  // never takes part
+    parallel::AgreedConnectOptions options;
+    options.outcome_timeout = std::chrono::milliseconds(500);
+    try {
+      parallel::connect_agreed(*rt.store(), "silent", unconnected_world(rt), [](const std::string&) {
+        return c10::intrusive_ptr<parallel::compat::CommBackend>();
+      }, options);
+      ADD_FAILURE() << "rank 1 never reported";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "connecting the group of ranks [0, 1]: rank(s) 1 did not report within 500 ms (stopped or stalled?)");
+    }
+  });
+}
+
+// Rank 1 of 2 alone at a store nobody else joins: it names rank 0 when the timeout passes.
+TEST(Rendezvous, ARankThatNeverStartsIsNamed) {
+  auto store = testing::host_store();
+  parallel::LaunchEnvironment env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_port = static_cast<std::uint16_t>(store->getPort());
+  parallel::RuntimeOptions options;
+  options.rank0_hosts_store = false;
+  options.force_cpu = true;
+  options.timeout = std::chrono::seconds(2);
+  try {
+    parallel::DistributedRuntime::initialize(env, options);
+    ADD_FAILURE() << "rank 0 never joined";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(env.master_port) +
+                                         ": rank(s) 0 did not join within --distributed-timeout-minutes (2000 ms; is every node started?)");
+  }
 }
 
 }  // namespace

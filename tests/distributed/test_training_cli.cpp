@@ -133,11 +133,7 @@ TEST(TrainingCli, PerRankStateShrinksWithTheWorld) {
 // Under torchrun (PyTorch 2.x) the elastic agent serves the TCPStore on MASTER_PORT and every
 // worker, rank 0 included, joins it as a client under "/worker/attempt_<restart count>".
 TEST(TrainingCli, JoinsTorchrunsAgentStore) {
-  c10d::TCPStoreOptions agent_options;
-  agent_options.port = 0;
-  agent_options.isServer = true;
-  agent_options.waitWorkers = false;
-  auto agent = parallel::compat::make_tcp_store("127.0.0.1", agent_options);
+  auto agent = testing::host_store();
   const std::string dir = testing::scratch_dir();
   std::string ranks;
   for (int rank = 0; rank < 2; ++rank) {

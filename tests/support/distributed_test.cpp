@@ -71,12 +71,7 @@ void run_on_ranks(int world_size, const std::function<void(parallel::Distributed
     if (std::atoi(worker_call) == call) run_as_worker(body);
     return;
   }
-  c10d::TCPStoreOptions store_options;
-  store_options.port = 0;
-  store_options.isServer = true;
-  store_options.waitWorkers = false;
-  store_options.timeout = std::chrono::seconds(60);
-  auto store = parallel::compat::make_tcp_store("127.0.0.1", store_options);
+  auto store = host_store();
   std::vector<pid_t> pids;
   for (int r = 0; r < world_size; ++r) pids.push_back(spawn_rank(r, world_size, store->getPort(), call));
 
@@ -118,6 +113,15 @@ std::string scratch_dir() {
   const char* dir = mkdtemp(pattern);
   if (!dir) throw std::runtime_error("mkdtemp failed");
   return dir;
+}
+
+c10::intrusive_ptr<c10d::TCPStore> host_store() {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(60);
+  return parallel::compat::make_tcp_store("127.0.0.1", options);
 }
 
 int free_port() {

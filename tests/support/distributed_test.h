@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "parallel/compat.h"
 #include "parallel/distributed_runtime.h"
 #include "tests/support/command.h"
 
@@ -28,6 +29,9 @@ std::string scratch_dir();
 // A free TCP port on 127.0.0.1 (binds port 0, reads the kernel's choice, closes the socket), for
 // jobs whose processes must agree on MASTER_PORT before any of them starts.
 int free_port();
+
+// A TCPStore server on a free port of 127.0.0.1, hosted by this process (getPort() tells it).
+c10::intrusive_ptr<c10d::TCPStore> host_store();
 
 // What the environment of a StreamingProcess differs in from this process's.
 struct ProcessEnvironment {
