@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "hang_watch.h"
 #include "rank_process.h"
@@ -64,6 +67,8 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
   return out;
 }
 
+// Starts the ranks and watches them until all have ended: relays their output, reaps them,
+// forwards the launcher's signals, and tears the job down on the first failure or hang.
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& opts, int port, int signal_fd)
