@@ -21,9 +21,9 @@ std::string signal_name(int sig);
 // `what` with errno's text.
 std::runtime_error sys_error(const std::string& what);
 
-// Installs the handlers for the launcher's lifetime. SIGCHLD is caught too:
-// it wakes poll() as soon as a rank exits, and an inherited SIG_IGN would
-// otherwise auto-reap the ranks and hide their exit status.
+// Installs handlers for SIGINT, SIGTERM and SIGCHLD for the launcher's lifetime. SIGCHLD wakes
+// poll() as soon as a rank exits, and catching it keeps an inherited SIG_IGN from auto-reaping
+// the ranks and hiding their exit status.
 class SignalGuard {
  public:
   SignalGuard();
