@@ -26,10 +26,10 @@ std::string failures_of_attempt(c10d::Store& store, const std::string& attempt_p
   try {
     store.wait(keys, options.outcome_timeout);
   } catch (const std::exception&) {
-    std::string silent;
-    for (size_t i : absent_keys(store, keys)) silent += (silent.empty() ? "" : ", ") + std::to_string(group.global_ranks[i]);
+    std::vector<int> silent;
+    for (size_t i : absent_keys(store, keys)) silent.push_back(group.global_ranks[i]);
     throw std::runtime_error("connecting the group of ranks " + group.describe() + ": " +
-                             (silent.empty() ? std::string("a member") : "rank(s) " + silent) + " did not report within " +
+                             (silent.empty() ? std::string("a member") : "rank(s) " + rank_list(silent)) + " did not report within " +
                              std::to_string(options.outcome_timeout.count()) + " ms (stopped or stalled?)");
   }
   std::string failures;
@@ -48,11 +48,11 @@ void check_every_member_arrives(compat::CommBackend& backend, const Group& group
   std::vector<at::Tensor> tensors{presence};
   backend.allreduce(tensors)->wait();
   const at::Tensor arrived = presence.cpu();
-  std::string missing;
+  std::vector<int> missing;
   for (int i = 0; i < group.size(); ++i) {
-    if (arrived[i].item<float>() != 1.0f) missing += (missing.empty() ? "" : ", ") + std::to_string(group.global_ranks[i]);
+    if (arrived[i].item<float>() != 1.0f) missing.push_back(group.global_ranks[i]);
   }
-  if (!missing.empty()) throw std::runtime_error("the check all-reduce got nothing from rank(s) " + missing);
+  if (!missing.empty()) throw std::runtime_error("the check all-reduce got nothing from rank(s) " + rank_list(missing));
 }
 
 }  // namespace

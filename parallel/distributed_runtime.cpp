@@ -41,10 +41,10 @@ void wait_for_every_rank(c10d::Store& store, const LaunchEnvironment& env, std::
   try {
     store.wait(keys, timeout);
   } catch (const std::exception&) {
-    std::string absent;
-    for (size_t r : absent_keys(store, keys)) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    std::vector<int> absent;
+    for (size_t r : absent_keys(store, keys)) absent.push_back(static_cast<int>(r));
     throw std::runtime_error("rendezvous at MASTER_ADDR=" + env.master_addr + " MASTER_PORT=" + std::to_string(env.master_port) + ": " +
-                             (absent.empty() ? std::string("not every rank") : "rank(s) " + absent) +
+                             (absent.empty() ? std::string("not every rank") : "rank(s) " + rank_list(absent)) +
                              " did not join within --distributed-timeout-minutes (" + std::to_string(timeout.count()) +
                              " ms; is every node started?)");
   }

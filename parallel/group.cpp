@@ -1,6 +1,6 @@
 #include "parallel/group.h"
 
-#include <sstream>
+#include <string>
 
 namespace megacpp::parallel {
 
@@ -8,13 +8,13 @@ bool Group::is_gloo() const {
   return backend && backend->getBackendName() == "gloo";
 }
 
-std::string Group::describe() const {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < global_ranks.size(); ++i) out << (i ? ", " : "") << global_ranks[i];
-  out << "]";
-  return out.str();
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
 }
+
+std::string Group::describe() const { return "[" + rank_list(global_ranks) + "]"; }
 
 Group Group::single(int global_rank) {
   Group group;

@@ -24,4 +24,7 @@ struct Group {
   static Group single(int global_rank);
 };
 
+// "0, 2": ranks for messages.
+std::string rank_list(const std::vector<int>& ranks);
+
 }  // namespace megacpp::parallel
