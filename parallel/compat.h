@@ -14,6 +14,8 @@
 //    string in 1.13 and by the address itself in 2.x (`optimizer_state_key`).
 //  - The profiler's events give their times in microseconds in 1.13, nanoseconds in 2.x
 //    (`profiler_start_us`, `profiler_duration_us`).
+//  - Autograd nodes are owned by std::shared_ptr with deleteNode until PyTorch 2.11, by
+//    c10::intrusive_ptr after (`make_autograd_node`).
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
@@ -41,6 +43,11 @@ inline constexpr bool kCpuHalfMatmul = false;  // 1.13 has no fp16 addmm on CPU
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_utils.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <memory>
+#include <type_traits>
+#include <utility>
 
 namespace megacpp::parallel::compat {
 
@@ -52,6 +59,19 @@ inline std::string optimizer_state_key(const at::Tensor& parameter) {
   return c10::guts::to_string(parameter.unsafeGetTensorImpl());
 }
 #endif
+
+// A custom autograd node of type T, owned as this libtorch's autograd owns nodes: by an
+// intrusive_ptr where Node is an intrusive_ptr_target (PyTorch 2.12+), else by a shared_ptr
+// whose deleter is deleteNode (named without its namespace, so that it is looked up only where
+// this branch is compiled), which frees a long graph without deep recursion.
+template <typename T, typename... Args>
+auto make_autograd_node(Args&&... args) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, T>) {
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+  } else {
+    return std::shared_ptr<T>(new T(std::forward<Args>(args)...), [](T* node) { deleteNode(node); });
+  }
+}
 
 // A TCPStore on `host` (server or client, as `options` say). Where the libtorch has the libuv
 // server (2.4+), it is used unless PyTorch's own switch USE_LIBUV=0 is set or this libtorch was

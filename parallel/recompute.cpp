@@ -19,6 +19,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/torch.h>
 
+#include "parallel/compat.h"
 #include "parallel/module.h"
 
 namespace megacpp::parallel {
@@ -131,8 +132,7 @@ Tensors run_recomputed(const Module::Forward& forward, const Tensors& inputs) {
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (differentiable(outputs[k])) slots.push_back(k);
   }
-  auto node = std::shared_ptr<RecomputeBackward>(new RecomputeBackward(forward, std::move(saved), slots, std::move(rng)),
-                                                 torch::autograd::deleteNode);
+  auto node = compat::make_autograd_node<RecomputeBackward>(forward, std::move(saved), slots, std::move(rng));
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   Tensors results = outputs;
   for (size_t k : slots) {

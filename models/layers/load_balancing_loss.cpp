@@ -7,6 +7,8 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/torch.h>
 
+#include "parallel/compat.h"
+
 namespace megacpp::models {
 namespace {
 
@@ -38,8 +40,7 @@ at::Tensor LoadBalancingLoss::attach(int64_t layer, const at::Tensor& probs, con
   if (!torch::GradMode::is_enabled() || coefficient_ == 0.0 || !prob_sum.requires_grad() || !output.requires_grad()) {
     return output;
   }
-  auto node = std::shared_ptr<LoadBalancingBackward>(new LoadBalancingBackward(shared_from_this()),
-                                                     torch::autograd::deleteNode);
+  auto node = parallel::compat::make_autograd_node<LoadBalancingBackward>(shared_from_this());
   node->set_next_edges(torch::autograd::collect_next_edges(output, prob_sum));
   at::Tensor out = output.detach();
   torch::autograd::set_history(out, node);

@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "parallel/collectives.h"
+#include "parallel/compat.h"
 #include "parallel/fsdp/engine_trace.h"
 
 namespace megacpp::parallel::fsdp {
@@ -52,7 +53,7 @@ Module::Tensors attach_post_backward(const Module::Tensors& inputs, FSDPState* s
     if (x.defined() && x.requires_grad()) needing_grad.push_back(x);
   }
   if (needing_grad.empty()) return inputs;
-  auto node = std::shared_ptr<PostBackwardNode>(new PostBackwardNode(state), torch::autograd::deleteNode);
+  auto node = compat::make_autograd_node<PostBackwardNode>(state);
   node->set_next_edges(torch::autograd::collect_next_edges(needing_grad));
   Module::Tensors outputs = inputs;
   for (auto& x : outputs) {
