@@ -1,11 +1,14 @@
 """The PyTorch side of megacpp's benchmark (bench/bench.py): the Llama model megacpp-train builds
 (RMSNorm, rotary, grouped-query attention, SwiGLU, tied output layer), trained as megacpp-train
 trains it (AdamW, gradient clipping, micro-batch accumulation, fp32), in PyTorch 2.x eager, on one
-process or under FSDP2's fully_shard on Gloo. Ranks come from the torchrun environment (RANK,
+process or under FSDP2's fully_shard on Gloo (CPU) or NCCL (--device cuda). With --bf16, as
+megacpp-train's --bf16: fully_shard's MixedPrecisionPolicy computes in bf16 and reduces in fp32
+over fp32 master shards (needs --fsdp). Ranks come from the torchrun environment (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; megacpp-run sets them too).
 
 Prints one line per iteration in megacpp-train's format ("elapsed time per iteration (ms): T")
-and the parameter count, so bench.py reads both programs the same way.
+and the parameter count, so bench.py and gpu_check.py read both programs the same way; on a GPU,
+the peak of torch.cuda.max_memory_allocated at the end.
 """
 import argparse
 import math
@@ -86,8 +89,9 @@ class Llama(nn.Module):
 
     def forward(self, ids):
         h = self.embed_tokens(ids)
+        cos, sin = self.cos.to(h.dtype), self.sin.to(h.dtype)  # bf16 under --bf16, as the activations
         for layer in self.layers:
-            h = layer(h, self.cos, self.sin)
+            h = layer(h, cos, sin)
         return F.linear(self.norm(h), self.embed_tokens.weight)  # tied output layer
 
 
@@ -119,6 +123,8 @@ def parse():
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--fsdp", choices=["none", "root", "layers"], default="none",
                    help="fully_shard nothing, only the root module (one group), or every layer and the root")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--bf16", action="store_true", help="fully_shard's mixed precision: bf16 compute, fp32 reduction")
     p.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
                    help="keep each group gathered from its forward to its backward")
     return p.parse_args()
@@ -127,8 +133,13 @@ def parse():
 def main():
     a = parse()
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    if a.bf16 and a.fsdp == "none":
+        raise SystemExit("pytorch_llama.py: --bf16 is fully_shard's mixed precision: give --fsdp root|layers")
+    device = torch.device(a.device, int(os.environ.get("LOCAL_RANK", "0")) if a.device == "cuda" else None)
+    if a.device == "cuda":
+        torch.cuda.set_device(device)
+    if a.fsdp != "none" or world > 1:
+        torch.distributed.init_process_group("nccl" if a.device == "cuda" else "gloo", rank=rank, world_size=world)
     torch.manual_seed(a.seed)
     model = Llama(a)
     for module in model.modules():  # megacpp's init: N(0, 0.02) for every matrix, norms at 1
@@ -138,14 +149,22 @@ def main():
     if a.fsdp != "none":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
-        cpu_streams_for_fully_shard()
-        mesh = init_device_mesh("cpu", (world,))
+        if a.device == "cpu":
+            cpu_streams_for_fully_shard()
+        model.to(device)
+        mesh = init_device_mesh(a.device, (world,))
+        options = dict(mesh=mesh, reshard_after_forward=a.reshard_after_forward)
+        if a.bf16:
+            from torch.distributed.fsdp import MixedPrecisionPolicy
+            options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         if a.fsdp == "layers":
             for layer in model.layers:
-                fully_shard(layer, mesh=mesh, reshard_after_forward=a.reshard_after_forward)
-        fully_shard(model, mesh=mesh, reshard_after_forward=a.reshard_after_forward)
+                fully_shard(layer, **options)
+        fully_shard(model, **options)
     elif world > 1:
         raise SystemExit("pytorch_llama.py: several ranks need --fsdp root|layers")
+    else:
+        model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     micro_batches = a.global_batch_size // (a.micro_batch_size * world)
     tokens = a.global_batch_size * a.seq_length
@@ -157,7 +176,7 @@ def main():
         start = time.perf_counter()
         total = 0.0
         for _ in range(micro_batches):
-            ids = torch.randint(0, a.vocab_size, (a.micro_batch_size, a.seq_length + 1), generator=generator)
+            ids = torch.randint(0, a.vocab_size, (a.micro_batch_size, a.seq_length + 1), generator=generator).to(device)
             logits = model(ids[:, :-1])
             loss = F.cross_entropy(logits.float().view(-1, a.vocab_size), ids[:, 1:].reshape(-1)) / micro_batches
             loss.backward()
@@ -169,7 +188,9 @@ def main():
         if rank == 0:
             print(f" iteration {iteration:8d}/{a.train_iters:8d} | elapsed time per iteration (ms): {elapsed_ms:.1f} | "
                   f"lm loss: {total:.6E} |", flush=True)
-    if world > 1:
+    if a.device == "cuda" and rank == 0:
+        print(f"pytorch: peak GPU memory allocated {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB", flush=True)
+    if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 

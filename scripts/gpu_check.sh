@@ -1,94 +1,132 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU, a PyTorch 2.x install and megacpp's other
-# build dependencies (scripts/setup.sh's libraries; no package registry is needed):
+# The GPU check: builds megacpp on a machine with an NVIDIA GPU and its own PyTorch (no package
+# registry needed) and checks and measures it there against PyTorch (bench/gpu_check.py):
 #
-#   scripts/gpu_check.sh [TORCH_CMAKE_PREFIX]     default: python3's torch.utils.cmake_prefix_path
+#   scripts/gpu_check.sh [--dry-run] [--torch CMAKE_PREFIX]
 #
-# 1. builds the CUDA configuration into build-gpu/ (ProcessGroupNCCL, CUDA streams and memory
-#    statistics compiled in);
-# 2. trains a small Llama for 20 iterations through the whole engine (megacpp-run, FSDP2 with a
-#    group per layer) on every visible GPU in bf16 with NCCL, and the same run on the CPU in fp32
-#    (CUDA_VISIBLE_DEVICES= hides the GPUs; Gloo); every logged loss must agree within 2%
-#    (bf16 keeps 8 bits of mantissa; the first losses of a run this small agree to ~0.5%);
-#    then on one GPU in fp32 with and without CPU offload (offload_to_cpu: the shards, gradients
-#    and optimizer state in pinned host memory): losses within 1e-4;
-# 3. the GPU benchmark: a ~1B-parameter Llama (bf16, FSDP2) for 30 iterations, printing
-#    megacpp's tokens/s, TFLOP/s per GPU and MFU against the device's bf16 dense peak.
+# 1. Unpacks the Debian 12 packages of .cache/gpu-bundle (made beforehand by scripts/gpu_bundle.sh
+#    on a Debian 12 machine, then carried) into a prefix outside / ($MEGACPP_GPU_DEPS, default
+#    /tmp/megacpp-gpu-deps); the libraries among them that the machine lacks are put on
+#    LD_LIBRARY_PATH, the others come from the machine.
+# 2. Configures build-gpu/ against python3's PyTorch (torch.utils.cmake_prefix_path, or
+#    --torch) and the bundle, with ninja when there is one, and builds megacpp-train and
+#    megacpp-run with every core, printing the build time.
+# 3. Runs bench/gpu_check.py: bf16 and fp32 on the GPU against fp32 on the CPU, CPU offload,
+#    recompute and meta-device init, then megacpp against PyTorch's fully_shard side by side.
+#    Logs, gpu_check.json and gpu_check.md go to build-gpu/gpu_check/, and to $OUT when it is
+#    set (the device tool brings that back; the logs packed in gpu_check_logs.tar.gz).
 #
-# Record what it prints in docs/performance.md.
+# --dry-run, for a Debian 12 machine without a GPU (as root): does all of the above that needs no
+# GPU, with the bundle's packages hidden from the machine (their headers, CMake and pkg-config
+# files and h5cc, in a private mount namespace), every bundled library used, and the CPU runs
+# only; it says what it skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-command -v nvidia-smi >/dev/null || { echo "gpu_check: no nvidia-smi: this needs an NVIDIA GPU" >&2; exit 1; }
-PREFIX="${1:-$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')}"
-GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "gpu_check: $GPUS x $NAME; libtorch from $PREFIX"
+DRY_RUN=0
+TORCH_PREFIX=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY_RUN=1 ;;
+    --torch) TORCH_PREFIX="$2"; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+fail() { echo "gpu_check: $*" >&2; exit 1; }
 
-SCRATCH=$(mktemp -d)
-trap 'rm -rf "$SCRATCH"' EXIT
+BUNDLE=${MEGACPP_GPU_BUNDLE:-.cache/gpu-bundle}
+DEPS=${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}
+BUILD=${MEGACPP_GPU_BUILD:-build-gpu}
+RESULTS=$BUILD/gpu_check
+[ -d "$BUNDLE/debs" ] || fail "no bundle at $BUNDLE: make it on a Debian 12 machine with 'bash scripts/gpu_bundle.sh' and carry $BUNDLE"
 
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMEGACPP_BUILD_TESTS=OFF -DCMAKE_PREFIX_PATH="$PREFIX" |
-  tee "$SCRATCH/configure.log"
-grep -q "megacpp: CUDA build" "$SCRATCH/configure.log" || { echo "gpu_check: libtorch at $PREFIX has no CUDA" >&2; exit 1; }
-cmake --build build-gpu -j"$(nproc)"
+if [ "$DRY_RUN" = 1 ] && [ -z "${MEGACPP_GPU_HIDDEN:-}" ]; then
+  [ "$(id -u)" = 0 ] || fail "--dry-run hides the bundle's packages in a mount namespace: run it as root"
+  exec unshare --mount --propagation private env MEGACPP_GPU_HIDDEN=1 bash scripts/gpu_dry_run_hide.sh "$BUNDLE" \
+    bash "$0" --dry-run ${TORCH_PREFIX:+--torch "$TORCH_PREFIX"}
+fi
 
-# Dense bf16 peak TFLOP/s of one device (vendor data sheets), for MFU.
+# The machine: a GPU, and a PyTorch that has CUDA.
+NAME="no GPU (dry run)"
+if [ "$DRY_RUN" = 0 ]; then
+  command -v nvidia-smi >/dev/null || fail "no nvidia-smi: this needs an NVIDIA GPU (--dry-run goes as far as it can without one)"
+  NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  [ -n "$NAME" ] || fail "nvidia-smi lists no GPU"
+  python3 -c 'import torch' 2>/dev/null || fail "python3 ($(command -v python3)) has no torch"
+  read -r TORCH_VERSION TORCH_CUDA TORCH_SEES ARCH < <(python3 -c 'import torch
+cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "%d.%d" % cap)')
+  [ "$TORCH_CUDA" != None ] || fail "PyTorch $TORCH_VERSION ($(python3 -c 'import torch; print(torch.__file__)')) has no CUDA (torch.version.cuda is None)"
+  [ "$TORCH_SEES" = True ] || fail "PyTorch $TORCH_VERSION (CUDA $TORCH_CUDA) sees no GPU (torch.cuda.is_available() is False)"
+  echo "gpu_check: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); PyTorch $TORCH_VERSION, CUDA $TORCH_CUDA, compute capability $ARCH"
+fi
+if [ -z "$TORCH_PREFIX" ]; then
+  TORCH_PREFIX=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null) ||
+    fail "python3 has no torch: give --torch with a libtorch's CMake prefix"
+fi
+
+# 1. The bundle, unpacked; the libraries the machine lacks (all of them in a dry run) on the path.
+rm -rf "$DEPS"
+mkdir -p "$DEPS/fallback-lib"
+command -v dpkg-deb >/dev/null || fail "no dpkg-deb here to unpack the bundle's packages"
+for deb in "$BUNDLE"/debs/*.deb; do dpkg-deb -x "$deb" "$DEPS"; done
+# Some bookworm packages (zlib1g) install into /lib, which merged-/usr machines link to /usr/lib,
+# and their -dev links in /usr/lib point there: merge the two as such a machine does.
+# Links to absolute paths (zlib1g-dev's libz.so -> /lib/...) are made to point into $DEPS.
+if [ -d "$DEPS/lib" ]; then cp -a "$DEPS/lib/." "$DEPS/usr/lib/" && rm -rf "$DEPS/lib"; fi
+find "$DEPS" -type l -lname '/*' | while read -r link; do
+  target=$(readlink "$link")
+  ln -sfn "$DEPS/usr${target#/usr}" "$link"
+done
+TORCH_INCLUDE=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))' 2>/dev/null || true)
+if [ -d "$TORCH_INCLUDE/gloo" ]; then rm -rf "$DEPS/usr/include/gloo"; fi  # libtorch's own Gloo headers win
+system_libs=$(ldconfig -p | awk 'NR > 1 { print $1 }')
+for lib in "$DEPS"/usr/lib/x86_64-linux-gnu/*.so.* "$DEPS"/usr/lib/x86_64-linux-gnu/hdf5/serial/*.so.*; do
+  name=$(basename "$lib")
+  if [ "$DRY_RUN" = 1 ] || ! grep -qxF "$name" <<<"$system_libs"; then ln -sf "$lib" "$DEPS/fallback-lib/$name"; fi
+done
+export LD_LIBRARY_PATH="$DEPS/fallback-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "gpu_check: $(wc -l <"$BUNDLE/MANIFEST") packages unpacked into $DEPS; $(find "$DEPS/fallback-lib" -name '*.so.*' | wc -l) of their libraries used in place of missing ones"
+
+# 2. Configure and build. pkg-config reads only the bundle's .pc files, its paths under $DEPS.
+export PKG_CONFIG_SYSROOT_DIR="$DEPS"
+export PKG_CONFIG_LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
+PKG_CONFIG=$(command -v pkg-config || command -v pkgconf || echo "$DEPS/usr/bin/pkgconf")
+CONFIGURE=(-DCMAKE_BUILD_TYPE=Release -DMEGACPP_BUILD_TESTS=OFF "-DCMAKE_PREFIX_PATH=$DEPS/usr;$TORCH_PREFIX"
+  -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG")
+command -v ninja >/dev/null && [ ! -f "$BUILD/Makefile" ] && CONFIGURE+=(-G Ninja)
+if [ "$DRY_RUN" = 0 ]; then
+  NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  CONFIGURE+=(-DCMAKE_CUDA_COMPILER="$NVCC" -DTORCH_CUDA_ARCH_LIST="$ARCH")
+fi
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
+# The device tool brings back at most 8 files from $OUT: the report, its figures and the logs packed.
+if [ -n "${OUT:-}" ]; then
+  trap 'cp "$RESULTS"/gpu_check.{md,json} "$OUT"/ 2>/dev/null || true; tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$RESULTS" .' EXIT
+fi
+start=$SECONDS
+rm -f "$BUILD/CMakeCache.txt"  # the libraries found last time may lie in a bundle unpacked otherwise
+cmake -S . -B "$BUILD" "${CONFIGURE[@]}" >"$RESULTS/configure.log" 2>&1 || { tail -40 "$RESULTS/configure.log" >&2; fail "configure failed (above; $RESULTS/configure.log)"; }
+if [ "$DRY_RUN" = 0 ]; then
+  grep -q "megacpp: CUDA build" "$RESULTS/configure.log" || fail "libtorch at $TORCH_PREFIX has no CUDA (configure.log says no CUDA build)"
+fi
+cmake --build "$BUILD" -j"$(nproc)" --target megacpp-train megacpp-run >"$RESULTS/build.log" 2>&1 ||
+  { grep -v '^\[' "$RESULTS/build.log" | cut -c1-400 | head -60 >&2; fail "the build failed (above; $RESULTS/build.log)"; }
+echo "gpu_check: configured and built megacpp-train and megacpp-run in $((SECONDS - start)) s on $(nproc) cores"
+if [ "$DRY_RUN" = 1 ]; then bash scripts/gpu_dry_run_hide.sh --check-build "$BUILD"; fi
+
+# 3. The runs. Dense bf16 peak TFLOP/s of one device (vendor data sheets), for MFU.
 case "$NAME" in
   *H200*) PEAK=989 ;;
   *H100*PCIe*) PEAK=756 ;;
   *H100*) PEAK=989 ;;
   *A100*) PEAK=312 ;;
   *L40S*) PEAK=362 ;;
-  *A10*) PEAK=125 ;;
-  *) PEAK=0; echo "gpu_check: no known peak for '$NAME': MFU is not printed" ;;
+  *) PEAK=0; [ "$DRY_RUN" = 1 ] || echo "gpu_check: no known peak for '$NAME': MFU is not printed" ;;
 esac
-
-printf 'sub_modules_to_wrap:\n  - layers.{*}\n' >"$SCRATCH/layers.yaml"
-
-printf 'sub_modules_to_wrap:\n  - layers.{*}\noffload_to_cpu: true\n' >"$SCRATCH/offload.yaml"
-
-train() {  # RANKS LOG FLAGS... (CONFIG: another fsdp2_config.yaml)
-  local ranks=$1 log=$2
-  shift 2
-  if ! build-gpu/megacpp-run --nproc-per-node "$ranks" --master-port 0 build-gpu/megacpp-train --model-type llama --mock-data \
-    --use-torch-fsdp2 --fsdp2-config-path "${CONFIG:-$SCRATCH/layers.yaml}" --log-interval 1 --eval-iters 0 "$@" >"$log" 2>&1; then
-    tail -30 "$log" >&2
-    echo "gpu_check: the run failed (above)" >&2
-    exit 1
-  fi
-  grep -E "iteration +[0-9]+/|memory" "$log"
-}
-
-SMALL=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 688 --seq-length 256
-  --max-position-embeddings 256 --tokenizer-type NullTokenizer --vocab-size 8191 --make-vocab-size-divisible-by 1 --micro-batch-size 1
-  --global-batch-size 8 --train-iters 20 --lr 1e-3 --seed 1234)
-echo "gpu_check: small run on $GPUS GPU(s), bf16 with NCCL"
-train "$GPUS" "$SCRATCH/gpu.log" "${SMALL[@]}" --bf16
-echo "gpu_check: the same run on the CPU, fp32 with Gloo"
-CUDA_VISIBLE_DEVICES= train "$GPUS" "$SCRATCH/cpu.log" "${SMALL[@]}"
-cat >"$SCRATCH/compare.py" <<'EOF'
-import re, sys
-what, limit = sys.argv[3], float(sys.argv[4])
-loss = lambda path: [float(x) for x in re.findall(r"\| lm loss: ([0-9.E+-]+)", open(path).read())]
-a, b = loss(sys.argv[1]), loss(sys.argv[2])
-if len(a) != 20 or len(b) != 20:
-    sys.exit(f"gpu_check: {what}: expected 20 losses each, got {len(a)} and {len(b)}")
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
-print(f"gpu_check: {what}: largest relative difference of the losses {worst:.2e} (limit {limit})")
-sys.exit(0 if worst <= limit else 1)
-EOF
-python3 "$SCRATCH/compare.py" "$SCRATCH/gpu.log" "$SCRATCH/cpu.log" "bf16 GPU against fp32 CPU" 0.02
-
-echo "gpu_check: the small run on one GPU in fp32, with the shards on the device and offloaded to the host"
-train 1 "$SCRATCH/device.log" "${SMALL[@]}"
-CONFIG="$SCRATCH/offload.yaml" train 1 "$SCRATCH/offload.log" "${SMALL[@]}"
-grep -q "fsdp2: CPU offload" "$SCRATCH/offload.log" || { echo "gpu_check: the offload run did not offload" >&2; exit 1; }
-python3 "$SCRATCH/compare.py" "$SCRATCH/offload.log" "$SCRATCH/device.log" "CPU offload against none" 1e-4
-
-echo "gpu_check: benchmark, Llama ~1B parameters, bf16, FSDP2 on $GPUS GPU(s)"
-train "$GPUS" "$SCRATCH/bench.log" --num-layers 16 --hidden-size 2048 --num-attention-heads 16 \
-  --num-query-groups 8 --ffn-hidden-size 5632 --seq-length 2048 --max-position-embeddings 2048 \
-  --tokenizer-type NullTokenizer --vocab-size 31999 --micro-batch-size 4 --global-batch-size $((4 * GPUS)) --train-iters 30 --lr 1e-4 \
-  --bf16 --peak-tflops "$PEAK"
-grep -E "iteration +30/" "$SCRATCH/bench.log" | sed 's/^/gpu_check: /'
+RUNS=(--build "$BUILD" --out "$RESULTS" --peak-tflops "$PEAK" --device-name "$NAME")
+[ "$DRY_RUN" = 0 ] || RUNS+=(--dry-run)
+python3 bench/gpu_check.py "${RUNS[@]}" ${MEGACPP_GPU_CHECK_ARGS:-}
