@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/checkpoint_saver.h"
+#include "checkpoint/dcp_io.h"
 #include "serialization/atomic_file.h"
 #include "serialization/torch_save.h"
 
@@ -57,18 +57,19 @@ StatePath CheckpointFormat::param_group(const std::string& fqn, const std::strin
   return {"optim", "param_groups." + fqn + "." + hyperparameter};
 }
 
-void CheckpointFormat::add_unsharded(SaveJob& job, const std::string& key, PyValue value) const {
+void CheckpointFormat::add_unsharded(RankItems& items, UnshardedState& unsharded, const std::string& key,
+                                     PyValue value) const {
   if (kind_ == Kind::kTorchDist) {
-    job.common.emplace_back(key, std::move(value));
+    unsharded.emplace_back(key, std::move(value));
   } else {
-    job.items.add_flattened({key}, value);  // one item per leaf, as dcp.save splits a dict
+    items.add_flattened({key}, value);
   }
 }
 
-void CheckpointFormat::write_index_files(const SaveJob& job, const std::string& dir) const {
+void CheckpointFormat::write_index_files(const UnshardedState& unsharded, const std::string& dir) const {
   if (kind_ != Kind::kTorchDist) return;
   std::vector<std::pair<PyValue, PyValue>> common;
-  for (const auto& [key, value] : job.common) common.emplace_back(PyValue::string(key), value);
+  for (const auto& [key, value] : unsharded) common.emplace_back(PyValue::string(key), value);
   serialization::write_file_atomically((fs::path(dir) / "common.pt").string(),
                                        serialization::torch_save(PyValue::dict(std::move(common))));
   const nlohmann::json metadata = {{"sharded_backend", "torch_dist"},

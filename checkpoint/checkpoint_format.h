@@ -12,13 +12,19 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/layout.h"
 #include "serialization/pickle.h"
 
 namespace megacpp::checkpoint {
 
-struct SaveJob;
+struct RankItems;
+
+// The state of a save that is not sharded (the coordinator's), by key: torch_dist writes it as
+// common.pt; torch_dcp keeps it among the DCP items.
+using UnshardedState = std::vector<std::pair<std::string, serialization::PyValue>>;
 
 class CheckpointFormat {
  public:
@@ -46,11 +52,13 @@ class CheckpointFormat {
   bool optimizer_groups_per_parameter() const { return kind_ == Kind::kTorchDcp; }
   StatePath param_group(const std::string& fqn, const std::string& hyperparameter) const;
 
-  // Adds state that is not sharded (the coordinator's) to `job`.
-  void add_unsharded(SaveJob& job, const std::string& key, serialization::PyValue value) const;
-  // Writes the files this format keeps beside .metadata in `dir` (torch_dist: common.pt and
-  // metadata.json).
-  void write_index_files(const SaveJob& job, const std::string& dir) const;
+  // Adds state that is not sharded (the coordinator's) to a save: to `unsharded` (torch_dist)
+  // or, a dict split into one item per leaf as PyTorch's dcp.save splits it, to `items`.
+  void add_unsharded(RankItems& items, UnshardedState& unsharded, const std::string& key,
+                     serialization::PyValue value) const;
+  // Writes the files this format keeps beside .metadata in `dir` (torch_dist: common.pt with
+  // `unsharded`, and metadata.json).
+  void write_index_files(const UnshardedState& unsharded, const std::string& dir) const;
   // The unsharded state of the checkpoint in `dir` as one dict (torch_dist's common.pt);
   // nullopt where it is kept as DCP items.
   std::optional<serialization::PyValue> read_common(const std::string& dir) const;

@@ -67,7 +67,7 @@ void test_kill_at(const char* step) {
 }  // namespace
 
 void SaveJob::add_unsharded(const std::string& key, serialization::PyValue value) {
-  format.add_unsharded(*this, key, std::move(value));
+  format.add_unsharded(items, common, key, std::move(value));
 }
 
 CheckpointSaver::CheckpointSaver(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size)
@@ -170,7 +170,7 @@ void CheckpointSaver::collect_and_publish(const SaveJob& job, const std::string&
 // rename is made durable (the directory fsync'ed) before the next step.
 void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const DcpMetadata& index) {
   write_metadata_file(tmp_dir, index);
-  job.format.write_index_files(job, tmp_dir);
+  job.format.write_index_files(job.common, tmp_dir);
   write_index_checksums(tmp_dir, job.iteration);
   serialization::fsync_directory(tmp_dir);
   const std::string final_dir = checkpoint_dir(job.root, job.iteration);

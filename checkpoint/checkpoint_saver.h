@@ -32,7 +32,7 @@ struct SaveJob {
   CheckpointFormat format = CheckpointFormat::torch_dcp();
   RankItems items;  // this rank's part of the sharded state
   // torch_dist only: the non-sharded state rank 0 writes to common.pt.
-  std::vector<std::pair<std::string, serialization::PyValue>> common;
+  UnshardedState common;
 
   // Non-sharded state (the coordinator's): common.pt for torch_dist; for torch_dcp DCP items,
   // a dict split into one item per leaf as PyTorch's dcp.save splits it.

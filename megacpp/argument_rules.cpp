@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "megacpp/checked_math.h"
-#include "megacpp/training/checkpoint_compatibility.h"
 
 namespace megacpp {
 namespace {
@@ -143,7 +142,7 @@ void validate_arguments(const TrainingArguments& a) {
   require(!a.exit_on_missing_checkpoint || !a.load.empty() || !a.lora_load.empty(),
           "--exit-on-missing-checkpoint needs --load or --lora-load");
   require(!a.use_checkpoint_args || !a.load.empty(), "--use-checkpoint-args needs --load");
-  require(training::parse_dist_ckpt_strictness(a.dist_ckpt_strictness) == training::UnexpectedKeys::kRaise || a.finetune,
+  require(a.unexpected_keys == UnexpectedKeys::kRaise || a.finetune,
           "--dist-ckpt-strictness " + a.dist_ckpt_strictness +
               " needs --finetune: a resumed run loads exactly the model it saved");
   require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");

@@ -215,6 +215,15 @@ void read_engine_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
 }
 
 // Logging, TensorBoard, profiling, checkpoints.
+UnexpectedKeys unexpected_keys_policy(const std::string& value) {
+  if (value == "raise_unexpected" || value == "raise_all") return UnexpectedKeys::kRaise;
+  if (value == "log_unexpected" || value == "log_all") return UnexpectedKeys::kLog;
+  if (value == "assume_ok_unexpected" || value == "ignore_all") return UnexpectedKeys::kIgnore;
+  throw std::invalid_argument("--dist-ckpt-strictness: '" + value +
+                              "' is not one of raise_unexpected, raise_all, log_unexpected, log_all, assume_ok_unexpected, "
+                              "ignore_all (Megatron's return_* values only make sense from Python)");
+}
+
 void read_output_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.log_interval = number<int64_t>(r, "log-interval");
   a.peak_tflops = number<double>(r, "peak-tflops");
@@ -241,6 +250,7 @@ void read_output_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.use_checkpoint_args = r["use-checkpoint-args"].as<bool>();
   a.finetune = r["finetune"].as<bool>();
   a.dist_ckpt_strictness = r["dist-ckpt-strictness"].as<std::string>();
+  a.unexpected_keys = unexpected_keys_policy(a.dist_ckpt_strictness);
   a.async_save = r["async-save"].as<bool>();
   a.no_initialization = r["no-initialization"].as<bool>();
 }

@@ -15,6 +15,11 @@
 
 namespace megacpp {
 
+// Megatron's --dist-ckpt-strictness for tensors of a --load checkpoint the model does not have:
+// "raise_unexpected" / "raise_all" -> kRaise, "log_unexpected" / "log_all" -> kLog,
+// "assume_ok_unexpected" / "ignore_all" -> kIgnore.
+enum class UnexpectedKeys { kRaise, kLog, kIgnore };
+
 struct TrainingArguments {
   // model
   std::string model_type = "llama";
@@ -124,8 +129,10 @@ struct TrainingArguments {
   bool use_checkpoint_args = false;  // the model is the --load checkpoint's (its args)
   bool finetune = false;
   // Tensors in a --load checkpoint that the model does not have: raise (megacpp's default),
-  // log or ignore; the latter two only with --finetune.
+  // log or ignore; the latter two only with --finetune. The flag as given (for the log), and
+  // what it means.
   std::string dist_ckpt_strictness = "raise_unexpected";
+  UnexpectedKeys unexpected_keys = UnexpectedKeys::kRaise;
   bool async_save = false;
   bool no_initialization = false;
 };

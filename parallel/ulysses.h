@@ -7,7 +7,7 @@
 // Both all-to-alls are autograd functions whose backward is the other one.
 //
 // What is split where is the model's to say (FSDP2Mixin::ulysses_refusal, models/
-// sequence_parallel.h); this layer only moves tensors: after a module's output (the q, k and
+// long_context.h); this layer only moves tensors: after a module's output (the q, k and
 // v projections) and before a module's input (the output projection).
 #pragma once
 

@@ -44,13 +44,4 @@ std::vector<std::string> unexpected_tensors(const checkpoint::DcpReader& reader,
   return unexpected;
 }
 
-UnexpectedKeys parse_dist_ckpt_strictness(const std::string& value) {
-  if (value == "raise_unexpected" || value == "raise_all") return UnexpectedKeys::kRaise;
-  if (value == "log_unexpected" || value == "log_all") return UnexpectedKeys::kLog;
-  if (value == "assume_ok_unexpected" || value == "ignore_all") return UnexpectedKeys::kIgnore;
-  throw std::invalid_argument("--dist-ckpt-strictness: '" + value +
-                              "' is not one of raise_unexpected, raise_all, log_unexpected, log_all, assume_ok_unexpected, "
-                              "ignore_all (Megatron's return_* values only make sense from Python)");
-}
-
 }  // namespace megacpp::training

@@ -22,10 +22,4 @@ void check_checkpoint_model(const nlohmann::json& saved, const models::ModelConf
 // all ranks and with the optimizer), sorted.
 std::vector<std::string> unexpected_tensors(const checkpoint::DcpReader& reader, const std::vector<std::string>& expected);
 
-// Megatron's --dist-ckpt-strictness for tensors the model does not have.
-enum class UnexpectedKeys { kRaise, kLog, kIgnore };
-// "raise_unexpected" / "raise_all" -> kRaise, "log_unexpected" / "log_all" -> kLog,
-// "assume_ok_unexpected" / "ignore_all" -> kIgnore; throws std::invalid_argument otherwise.
-UnexpectedKeys parse_dist_ckpt_strictness(const std::string& value);
-
 }  // namespace megacpp::training

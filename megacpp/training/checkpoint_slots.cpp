@@ -82,7 +82,7 @@ void load_rows(const checkpoint::DcpReader& reader, const checkpoint::StatePath&
 
 void check_model_fits(const TrainingArguments& args, const checkpoint::CheckpointReader& reader,
                       const std::vector<ParamSlot>& slots) {
-  const UnexpectedKeys policy = parse_dist_ckpt_strictness(args.dist_ckpt_strictness);
+  const UnexpectedKeys policy = args.unexpected_keys;
   if (reader.has_object("args")) {
     try {
       check_checkpoint_model(checkpoint::args_json(reader.object("args")), *args.model, reader.dir());

@@ -117,6 +117,13 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   EXPECT_NE(error_of({}).find("--mock-data"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--distributed-timeout-minutes", "99999999999"}).find("--distributed-timeout-minutes"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
+  // --dist-ckpt-strictness is read once into what it means.
+  EXPECT_NE(error_of({"--mock-data", "--dist-ckpt-strictness", "return_all"}).find("--dist-ckpt-strictness: 'return_all' is not one of"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--mock-data"}).unexpected_keys, UnexpectedKeys::kRaise);
+  EXPECT_EQ(parse({"--mock-data", "--load", "x", "--finetune", "--dist-ckpt-strictness", "ignore_all"}).unexpected_keys,
+            UnexpectedKeys::kIgnore);
+  EXPECT_NE(error_of({"--mock-data", "--load", "x", "--dist-ckpt-strictness", "log_all"}).find("needs --finetune"), std::string::npos);
   auto a = parse({"--mock-data", "--micro-batch-size", "3", "--global-batch-size", "8"});
   try {
     gradient_accumulation_steps(a, 2);

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""megacpp's layers, and a check that every #include "..." points to the same layer or one below,
+and that no two components (a header and its .cpp) include each other, however indirectly.
+
+    python3 scripts/check_layers.py [--root DIR] [--graph]   exit 1 naming every upward include
+    python3 scripts/check_layers.py --self-test              the check passes here and fails on a
+                                                             planted upward include (a ctest)
+
+The layers, from the ground up (a file belongs to the first layer with a pattern it matches):
+docs/architecture.md#layers shows the listing --graph prints. tests/, examples/ and bench/ sit
+on top and may include anything.
+"""
+import argparse
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+LAYERS = [
+    ("base", ["megacpp/logging.*", "megacpp/checked_math.h", "megacpp/pch.h"]),
+    ("serialization", ["serialization/*"]),
+    ("io", ["megacpp/data/*", "megacpp/metrics/*", "checkpoint/dcp_metadata.*", "checkpoint/layout.*",
+            "checkpoint/index_checksums.*"]),
+    ("parallel", ["parallel/*"]),
+    ("models", ["models/*"]),
+    ("checkpoint", ["checkpoint/*"]),
+    ("settings", ["megacpp/arguments.*", "megacpp/command_line.*", "megacpp/argument_rules.*",
+                  "megacpp/megatron_flags.*", "megacpp/megatron_architecture.*", "megacpp/model_arguments.*",
+                  "megacpp/config/*"]),
+    ("training", ["megacpp/training/*", "megacpp/inference/*"]),
+    ("launch", ["launch/*"]),
+]
+ON_TOP = ["tests/*", "examples/*", "bench/*"]
+# Cycles that exist and are known; each names what removes it. Any other cycle fails.
+KNOWN_CYCLES = {
+    # parse_arguments validates what it read; the settings sections (issue 28) separate the two.
+    ("megacpp/argument_rules", "megacpp/arguments"),
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCE = (".h", ".hpp", ".cpp", ".cc")
+
+
+def layer_of(path):
+    for rank, (name, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatch(path, p) for p in patterns):
+            return rank
+    return None
+
+
+def sources(root):
+    for folder, _, files in os.walk(root):
+        relative = os.path.relpath(folder, root)
+        if relative.split(os.sep)[0] in (".git", ".cache", "node_modules") or relative.startswith("build"):
+            continue
+        for name in files:
+            if name.endswith(SOURCE):
+                yield os.path.normpath(os.path.join(relative, name)).replace(os.sep, "/")
+
+
+def component_cycles(includes):
+    """The cycles among components ("dir/name" of name.h and name.cpp), each once, as messages."""
+    graph = {}
+    for path, targets in includes.items():
+        here = os.path.splitext(path)[0]
+        graph.setdefault(here, set()).update(os.path.splitext(t)[0] for t in targets if os.path.splitext(t)[0] != here)
+    cycles, state = set(), {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycle = stack[stack.index(nxt):]
+                start = cycle.index(min(cycle))
+                cycles.add(tuple(cycle[start:] + cycle[:start]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return [f"components include each other: {' -> '.join(c + (c[0],))}" for c in sorted(cycles) if c not in KNOWN_CYCLES]
+
+
+def check(root):
+    """(upward includes and component cycles as messages, {(from layer, to layer): count}, files
+    with no layer)."""
+    upward, edges, unplaced, includes = [], {}, [], {}
+    for path in sorted(sources(root)):
+        if any(fnmatch.fnmatch(path, p) for p in ON_TOP):
+            continue
+        here = layer_of(path)
+        if here is None:
+            unplaced.append(path)
+            continue
+        with open(os.path.join(root, path), errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                there = layer_of(m.group(1))
+                if there is None:
+                    continue  # a header beside the file, or a generated one
+                includes.setdefault(path, []).append(m.group(1))
+                edges[(here, there)] = edges.get((here, there), 0) + 1
+                if there > here:
+                    upward.append(f"{path}:{number}: includes \"{m.group(1)}\": layer {LAYERS[here][0]} "
+                                  f"must not include layer {LAYERS[there][0]}, which is above it")
+    return upward + component_cycles(includes), edges, unplaced
+
+
+def graph(edges):
+    lines = []
+    for rank, (name, _) in enumerate(LAYERS):
+        below = sorted({there for (here, there) in edges if here == rank and there != rank}, reverse=True)
+        lines.append(f"{name:<14} -> " + (", ".join(LAYERS[t][0] for t in below) if below else "(nothing of megacpp's)"))
+    return "\n".join(lines)
+
+
+def self_test(root):
+    upward, _, unplaced = check(root)
+    if upward or unplaced:
+        sys.exit("check_layers --self-test: this tree already fails:\n" + "\n".join(upward + unplaced))
+    with tempfile.TemporaryDirectory() as scratch:
+        for folder in ("parallel", "megacpp/training"):
+            shutil.copytree(os.path.join(root, folder), os.path.join(scratch, folder))
+        planted = os.path.join(scratch, "parallel", "group.cpp")
+        with open(planted, "a") as f:
+            f.write('#include "megacpp/training/trainer.h"\n')
+        result = subprocess.run([sys.executable, __file__, "--root", scratch], capture_output=True, text=True)
+        expected = 'parallel/group.cpp:'
+        if result.returncode != 1 or expected not in result.stderr or "layer parallel must not include layer training" not in result.stderr:
+            sys.exit(f"check_layers --self-test: a planted upward include was not reported:\n{result.stdout}{result.stderr}")
+    print("check_layers --self-test: the tree passes; a planted parallel -> training include fails")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    p.add_argument("--graph", action="store_true", help="print which layers each layer includes")
+    p.add_argument("--self-test", action="store_true")
+    a = p.parse_args()
+    if a.self_test:
+        return self_test(a.root)
+    upward, edges, unplaced = check(a.root)
+    if a.graph:
+        print(graph(edges))
+    for path in unplaced:
+        print(f"{path}: in no layer: add it to scripts/check_layers.py's LAYERS", file=sys.stderr)
+    for message in upward:
+        print(message, file=sys.stderr)
+    if upward or unplaced:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
