@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Checks that the docs are true to the tree (run by ctest as Docs.*):
+
+    python3 scripts/check_docs.py flags BUILD_DIR   every flag the programs' --help prints is in
+                                                     docs/cli.md
+    python3 scripts/check_docs.py files             every repository path a doc names (in `code`
+                                                     or a link) exists
+
+Exit 1 naming each miss, with the doc and line where it is named.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+DOCS = ["README.md"] + [os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
+PROGRAMS = ["megacpp-train", "megacpp-run", "megacpp-preprocess", "megacpp-convert", "megacpp-caption"]
+FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])")
+CODE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# What a doc names as a path of this repository starts with one of its folders.
+TOP = re.compile(r"^(bench|checkpoint|cmake|configs|docs|examples|launch|megacpp|models|parallel|scripts|serialization|tests)/")
+
+
+def check_flags(build):
+    documented = set(FLAG.findall(open(os.path.join(ROOT, "docs", "cli.md")).read()))
+    missing = []
+    for program in PROGRAMS:
+        result = subprocess.run([os.path.join(build, program), "--help"], capture_output=True, text=True)
+        flags = set(FLAG.findall(result.stdout + result.stderr))
+        if not flags:
+            missing.append(f"{program} --help printed no flags (exit {result.returncode})")
+        missing += [f"{program}: --{flag} is not in docs/cli.md" for flag in sorted(flags - documented)]
+    return missing
+
+
+def exists(path):
+    if os.path.exists(os.path.join(ROOT, path)):
+        return True
+    stem = path.rstrip("/")  # a component: name.h and name.cpp, named without the extension
+    return any(os.path.exists(os.path.join(ROOT, stem + ext)) for ext in (".h", ".cpp", ".py", ".sh"))
+
+
+def check_files():
+    missing = []
+    for doc in DOCS:
+        for number, line in enumerate(open(os.path.join(ROOT, doc)), 1):
+            named = [m for m in CODE.findall(line) if TOP.match(m)]
+            named += [os.path.normpath(os.path.join(os.path.dirname(doc), m)) for m in LINK.findall(line)
+                      if "://" not in m and not m.startswith("mailto:")]
+            for path in named:
+                path = path.split(":")[0].split(" ")[0]  # file.cpp:12, or a command's first word
+                if re.search(r"[{}*<>$]", path) or not path or "node_modules" in path:
+                    continue  # a pattern or a placeholder, not a path; or what npm ci installs
+                if not exists(path):
+                    missing.append(f"{doc}:{number}: names {path}, which does not exist")
+    return missing
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "flags":
+        missing = check_flags(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "files":
+        missing = check_files()
+    else:
+        sys.exit(__doc__)
+    for line in missing:
+        print(line, file=sys.stderr)
+    if missing:
+        sys.exit(1)
+    print(f"check_docs {sys.argv[1]}: ok")
+
+
+if __name__ == "__main__":
+    main()
