@@ -158,6 +158,12 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
       throw std::invalid_argument("--" + std::string(flag) + " applies to image-text data (--data-path FILE.jsonl) only");
     }
   }
+  if (r.count("calculate-per-token-loss") && data::is_image_text_path(a.data_path)) {
+    throw std::invalid_argument(
+        "--calculate-per-token-loss is not supported on image-text data: its loss mask makes micro-batches count "
+        "different numbers of tokens, and megacpp averages each micro-batch's masked tokens, then the micro-batches "
+        "and ranks (Megatron's default); leave the flag out");
+  }
   a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   a.tokenizer.merge_file = r["merge-file"].as<std::string>();
   a.tokenizer.type = default_tokenizer_type(r, a.tokenizer);
