@@ -1,8 +1,9 @@
 """The runs of the GPU check (scripts/gpu_check.sh builds megacpp, then runs this).
 
 Correctness, a small Llama for 20 iterations through the whole engine (megacpp-run, FSDP2 with a
-group per layer, one rank: NCCL refuses two ranks on one GPU), every logged loss compared:
-  bf16 on the GPU (NCCL)          against fp32 on the CPU (Gloo, CUDA_VISIBLE_DEVICES= hides the GPU)  2e-2
+group per layer, one rank: NCCL refuses two ranks on one GPU, and megacpp makes no process group
+for one rank, so no collective runs), every logged loss compared:
+  bf16 on the GPU                 against fp32 on the CPU (CUDA_VISIBLE_DEVICES= hides the GPU)        2e-2
   fp32 on the GPU                 against fp32 on the CPU                                              1e-4
   fp32 with CPU offload           against fp32 on the GPU (offload_to_cpu: shards, gradients and
                                   optimizer state in pinned host memory)                               1e-4
@@ -33,6 +34,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOSS_RE = re.compile(r"\| lm loss: ([0-9.E+-]+)")
+TOKENS_RE = re.compile(r"tokens per iteration (\d+)")
 TIME_RE = re.compile(r"elapsed time per iteration \(ms\): ([0-9.]+)")
 FLOPS_RE = re.compile(r"model \w+: (\d+) parameters, ([0-9.e+-]+) training FLOPs/token")
 DEVICE_RE = re.compile(r"\| device (\w+)")
@@ -175,12 +177,19 @@ class Check:
         flops = None
         for repeat in range(a.repeats):
             output = self.megacpp(f"speed_megacpp_{repeat + 1}", model, device, env=env)
-            flops = float(FLOPS_RE.search(output).group(2))
+            found = FLOPS_RE.search(output)
+            if not found:
+                raise RunFailed(f"speed_megacpp_{repeat + 1}: no 'training FLOPs/token' in its log")
+            flops = float(found.group(2))
             rows["megacpp"].append(self.timing(output, MEGACPP_PEAK_RE))
             if not with_pytorch:
                 continue
             launcher = [os.path.join(a.build, "megacpp-run"), "--nproc-per-node", 1, "--master-port", 0]
             output = self.execute(f"speed_pytorch_{repeat + 1}", launcher + pytorch, env)
+            tokens = TOKENS_RE.search(output)
+            if not tokens or int(tokens.group(1)) != model["batch"] * model["seq"]:
+                raise RunFailed(f"speed_pytorch_{repeat + 1} trained {tokens.group(1) if tokens else 'an unknown number of'} "
+                                f"tokens per iteration, not {model['batch'] * model['seq']} (other --batch or --seq?)")
             rows["pytorch"].append(self.timing(output, PYTORCH_PEAK_RE))
         tokens = model["batch"] * model["seq"]
         for side, runs in rows.items():
@@ -198,8 +207,11 @@ class Check:
     def timing(self, output, peak_re):
         times = [float(t) for t in TIME_RE.findall(output)][self.args.warmup:]
         peaks = peak_re.findall(output)  # the last: megacpp's first line predates the optimizer state
+        parameters = PARAMS_RE.search(output)
+        if not times or not parameters:
+            raise RunFailed("a speed run's log has no iteration times after the warm-up, or no parameter count")
         return {"ms": statistics.median(times), "peak": float(peaks[-1]) if peaks else None,
-                "parameters": int(PARAMS_RE.search(output).group(1))}
+                "parameters": int(parameters.group(1))}
 
     def report(self):
         r = self.results
@@ -264,6 +276,8 @@ def main():
                           ("warmup", 5), ("repeats", 2)]:
         p.add_argument("--" + name, type=int, default=default)
     args = p.parse_args()
+    if args.iters <= args.warmup:
+        p.error(f"--iters {args.iters} leaves no iteration after --warmup {args.warmup}")
     os.makedirs(args.out, exist_ok=True)
     check = Check(args)
     if args.device_name:

@@ -33,11 +33,12 @@ for p in "${DEV_PACKAGES[@]}"; do
     { echo "gpu_bundle: $p is not installed here: run scripts/setup.sh first" >&2; exit 1; }
 done
 
-rm -rf "$DIR"
-mkdir -p "$DIR/debs"
-DIR=$(cd "$DIR" && pwd)
+# Made in a scratch folder and moved into place at the end: a failed run leaves no half bundle.
+FINAL=$(realpath -m "$DIR")
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
+DIR="$SCRATCH/bundle"
+mkdir -p "$DIR/debs"
 
 download() {  # PACKAGE... -> DIR/debs, unpacked into $SCRATCH/root
   (cd "$DIR/debs" && apt-get download -q "$@" >/dev/null 2>"$SCRATCH/download.log") ||
@@ -53,7 +54,12 @@ missing_sonames() {
     find "$SCRATCH/root" -type f \( -name '*.so*' -o -path '*/bin/*' \) | while read -r elf; do
       readelf -d "$elf" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'
     done
-    find "$SCRATCH/root" -xtype l -name '*.so*' -exec readlink {} \; | xargs -r -n1 basename
+    # Links whose target is not in the unpacked tree (an absolute one is read inside it).
+    find "$SCRATCH/root" -type l -name '*.so*' | while read -r link; do
+      target=$(readlink "$link")
+      case "$target" in /*) path="$SCRATCH/root$target" ;; *) path="$(dirname "$link")/$target" ;; esac
+      [ -e "$path" ] || basename "$target"
+    done
   } | sort -u | grep -Ev "$BASE_SONAMES" | while read -r soname; do
     [ -n "$(find "$SCRATCH/root" -name "$soname" -print -quit)" ] || echo "$soname"
   done
@@ -87,4 +93,7 @@ timeout 600 apt-get "${SID[@]}" update -qq >"$SCRATCH/sid.log" 2>&1 ||
   { cat "$SCRATCH/sid.log" >&2; echo "gpu_bundle: downloading libgloo-dev from Debian unstable failed" >&2; exit 1; }
 
 for deb in "$DIR"/debs/*.deb; do dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb"; done >"$DIR/MANIFEST"
-echo "gpu_bundle: $(wc -l <"$DIR/MANIFEST") packages, $(du -sh "$DIR/debs" | cut -f1), in $DIR"
+rm -rf "$FINAL"
+mkdir -p "$(dirname "$FINAL")"
+mv "$DIR" "$FINAL"
+echo "gpu_bundle: $(wc -l <"$FINAL/MANIFEST") packages, $(du -sh "$FINAL/debs" | cut -f1), in $FINAL"

@@ -6,8 +6,8 @@
 #
 # 1. Unpacks the Debian 12 packages of .cache/gpu-bundle (made beforehand by scripts/gpu_bundle.sh
 #    on a Debian 12 machine, then carried) into a prefix outside / ($MEGACPP_GPU_DEPS, default
-#    /tmp/megacpp-gpu-deps); the libraries among them that the machine lacks are put on
-#    LD_LIBRARY_PATH, the others come from the machine.
+#    /tmp/megacpp-gpu-deps). megacpp links its direct dependencies from there (RUNPATH); of what
+#    those need in turn, what the machine lacks is put on LD_LIBRARY_PATH.
 # 2. Configures build-gpu/ against python3's PyTorch (torch.utils.cmake_prefix_path, or
 #    --torch) and the bundle, with ninja when there is one, and builds megacpp-train and
 #    megacpp-run with every core, printing the build time.
@@ -17,47 +17,55 @@
 #    set (the device tool brings that back; the logs packed in gpu_check_logs.tar.gz).
 #
 # --dry-run, for a Debian 12 machine without a GPU (as root): does all of the above that needs no
-# GPU, with the bundle's packages hidden from the machine (their headers, CMake and pkg-config
-# files and h5cc, in a private mount namespace), every bundled library used, and the CPU runs
-# only; it says what it skipped.
+# GPU, with the bundle's -dev packages hidden from the machine (their headers, CMake package
+# files and h5cc, in a private mount namespace; pkg-config reads only the bundle's .pc files
+# anyway, with the bundled pkgconf), every bundled library used, and the CPU runs only; it says
+# what it skipped. Relative paths (--torch, $MEGACPP_GPU_*) are taken from where it is started.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+SELF=$(realpath "$0")
+absolute() { realpath -m "$1"; }  # paths given are relative to where the script was started
 
 DRY_RUN=0
 TORCH_PREFIX=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY_RUN=1 ;;
-    --torch) TORCH_PREFIX="$2"; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --torch) TORCH_PREFIX=$(absolute "$2"); shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
 done
 fail() { echo "gpu_check: $*" >&2; exit 1; }
 
-BUNDLE=${MEGACPP_GPU_BUNDLE:-.cache/gpu-bundle}
-DEPS=${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}
-BUILD=${MEGACPP_GPU_BUILD:-build-gpu}
+REPO=$(dirname "$(dirname "$SELF")")
+BUNDLE=$(absolute "${MEGACPP_GPU_BUNDLE:-$REPO/.cache/gpu-bundle}")
+DEPS=$(absolute "${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}")
+BUILD=$(absolute "${MEGACPP_GPU_BUILD:-$REPO/build-gpu}")
 RESULTS=$BUILD/gpu_check
-[ -d "$BUNDLE/debs" ] || fail "no bundle at $BUNDLE: make it on a Debian 12 machine with 'bash scripts/gpu_bundle.sh' and carry $BUNDLE"
+cd "$REPO"
+[ -f "$BUNDLE/MANIFEST" ] && [ -d "$BUNDLE/debs" ] ||
+  fail "no bundle at $BUNDLE: make it on a Debian 12 machine with 'bash scripts/gpu_bundle.sh' and carry it"
 
 if [ "$DRY_RUN" = 1 ] && [ -z "${MEGACPP_GPU_HIDDEN:-}" ]; then
   [ "$(id -u)" = 0 ] || fail "--dry-run hides the bundle's packages in a mount namespace: run it as root"
-  exec unshare --mount --propagation private env MEGACPP_GPU_HIDDEN=1 bash scripts/gpu_dry_run_hide.sh "$BUNDLE" \
-    bash "$0" --dry-run ${TORCH_PREFIX:+--torch "$TORCH_PREFIX"}
+  exec unshare --mount --propagation private env MEGACPP_GPU_HIDDEN=1 MEGACPP_GPU_BUNDLE="$BUNDLE" \
+    MEGACPP_GPU_DEPS="$DEPS" MEGACPP_GPU_BUILD="$BUILD" bash scripts/gpu_dry_run_hide.sh "$BUNDLE" \
+    bash "$SELF" --dry-run ${TORCH_PREFIX:+--torch "$TORCH_PREFIX"}
 fi
 
 # The machine: a GPU, and a PyTorch that has CUDA.
 NAME="no GPU (dry run)"
 if [ "$DRY_RUN" = 0 ]; then
   command -v nvidia-smi >/dev/null || fail "no nvidia-smi: this needs an NVIDIA GPU (--dry-run goes as far as it can without one)"
-  NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader) || fail "nvidia-smi failed: is the NVIDIA driver loaded?"
+  NAME=$(head -1 <<<"$GPUS")
   [ -n "$NAME" ] || fail "nvidia-smi lists no GPU"
   python3 -c 'import torch' 2>/dev/null || fail "python3 ($(command -v python3)) has no torch"
-  read -r TORCH_VERSION TORCH_CUDA TORCH_SEES ARCH < <(python3 -c 'import torch
+  TORCH_FACTS=$(python3 -c 'import torch
 cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
-print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "%d.%d" % cap)')
+print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "%d.%d" % cap)') || fail "python3 could not query its torch (above)"
+  read -r TORCH_VERSION TORCH_CUDA TORCH_SEES ARCH <<<"$TORCH_FACTS"
   [ "$TORCH_CUDA" != None ] || fail "PyTorch $TORCH_VERSION ($(python3 -c 'import torch; print(torch.__file__)')) has no CUDA (torch.version.cuda is None)"
   [ "$TORCH_SEES" = True ] || fail "PyTorch $TORCH_VERSION (CUDA $TORCH_CUDA) sees no GPU (torch.cuda.is_available() is False)"
   echo "gpu_check: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); PyTorch $TORCH_VERSION, CUDA $TORCH_CUDA, compute capability $ARCH"
@@ -82,18 +90,24 @@ find "$DEPS" -type l -lname '/*' | while read -r link; do
 done
 TORCH_INCLUDE=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))' 2>/dev/null || true)
 if [ -d "$TORCH_INCLUDE/gloo" ]; then rm -rf "$DEPS/usr/include/gloo"; fi  # libtorch's own Gloo headers win
-system_libs=$(ldconfig -p | awk 'NR > 1 { print $1 }')
-for lib in "$DEPS"/usr/lib/x86_64-linux-gnu/*.so.* "$DEPS"/usr/lib/x86_64-linux-gnu/hdf5/serial/*.so.*; do
-  name=$(basename "$lib")
-  if [ "$DRY_RUN" = 1 ] || ! grep -qxF "$name" <<<"$system_libs"; then ln -sf "$lib" "$DEPS/fallback-lib/$name"; fi
+# The libraries megacpp links come from $DEPS (CMake writes their folders into the programs'
+# RUNPATH). What those need in turn (libcurl for HDF5, ...) comes from the machine where it has
+# the soname, else from $DEPS/fallback-lib, on LD_LIBRARY_PATH (every bundled one in a dry run).
+LDCONFIG=$(command -v ldconfig || echo /sbin/ldconfig)
+system_libs=$("$LDCONFIG" -p | awk 'NR > 1 { print $1 }') || fail "$LDCONFIG -p failed: cannot tell which libraries this machine has"
+for lib in $(find "$DEPS/usr/lib/x86_64-linux-gnu" -maxdepth 3 -type f -name '*.so.*'); do
+  soname=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [ -n "$soname" ] || continue
+  if [ "$DRY_RUN" = 1 ] || ! grep -qxF "$soname" <<<"$system_libs"; then ln -sf "$lib" "$DEPS/fallback-lib/$soname"; fi
 done
 export LD_LIBRARY_PATH="$DEPS/fallback-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-echo "gpu_check: $(wc -l <"$BUNDLE/MANIFEST") packages unpacked into $DEPS; $(find "$DEPS/fallback-lib" -name '*.so.*' | wc -l) of their libraries used in place of missing ones"
+echo "gpu_check: $(wc -l <"$BUNDLE/MANIFEST") packages unpacked into $DEPS; $(find "$DEPS/fallback-lib" -type l | wc -l) sonames this machine lacks served from them"
 
 # 2. Configure and build. pkg-config reads only the bundle's .pc files, its paths under $DEPS.
 export PKG_CONFIG_SYSROOT_DIR="$DEPS"
 export PKG_CONFIG_LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig"
 PKG_CONFIG=$(command -v pkg-config || command -v pkgconf || echo "$DEPS/usr/bin/pkgconf")
+[ "$DRY_RUN" = 0 ] || PKG_CONFIG="$DEPS/usr/bin/pkgconf"  # the bundled one, as a machine without any uses
 CONFIGURE=(-DCMAKE_BUILD_TYPE=Release -DMEGACPP_BUILD_TESTS=OFF "-DCMAKE_PREFIX_PATH=$DEPS/usr;$TORCH_PREFIX"
   -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG")
 command -v ninja >/dev/null && [ ! -f "$BUILD/Makefile" ] && CONFIGURE+=(-G Ninja)

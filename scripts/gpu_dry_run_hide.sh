@@ -19,11 +19,13 @@ if [ "${1:-}" = --check-build ]; then
     echo "gpu_dry_run_hide: the build above links libraries of this machine's instead of the bundle's" >&2
     exit 1
   fi
-  if LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" ldd "$BUILD/megacpp-train" | grep -E "$libs" | grep -v "gpu-deps" | grep .; then
+  DEPS=${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}
+  loads=$(ldd "$BUILD/megacpp-train") || { echo "gpu_dry_run_hide: ldd $BUILD/megacpp-train failed" >&2; exit 1; }
+  if grep -E "$libs" <<<"$loads" | grep -vF "$DEPS/" | grep .; then
     echo "gpu_dry_run_hide: megacpp-train loads the libraries above from this machine, not the bundle" >&2
     exit 1
   fi
-  outside=$(find "${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}" -type l -lname '/*' ! -lname "${MEGACPP_GPU_DEPS:-/tmp/megacpp-gpu-deps}/*")
+  outside=$(find "$DEPS" -type l -lname '/*' ! -lname "$DEPS/*")
   if [ -n "$outside" ]; then
     echo "gpu_dry_run_hide: links in the unpacked bundle that point outside it: $outside" >&2
     exit 1
@@ -34,6 +36,7 @@ fi
 
 BUNDLE=$1
 shift
+[ -f "$BUNDLE/MANIFEST" ] || { echo "gpu_dry_run_hide: $BUNDLE has no MANIFEST (is it a whole bundle?)" >&2; exit 1; }
 HIDDEN=$(mktemp -d)
 mkdir "$HIDDEN/dir"
 echo '#error "hidden by scripts/gpu_dry_run_hide.sh: this header must come from the GPU bundle"' >"$HIDDEN/header"
