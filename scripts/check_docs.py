@@ -46,11 +46,14 @@ def check_files():
     missing = []
     for doc in DOCS:
         for number, line in enumerate(open(os.path.join(ROOT, doc)), 1):
-            named = [m for m in CODE.findall(line) if TOP.match(m)]
+            # Every word of a `code` span that starts with a folder of the repository: a path, or
+            # one inside a command (`bash scripts/x.sh --flag`).
+            named = [word.strip("(),;'\"") for span in CODE.findall(line) for word in span.split()]
+            named = [word for word in named if TOP.match(word) and len(word.split("/", 1)[1]) > 1]  # not a rate: docs/s
             named += [os.path.normpath(os.path.join(os.path.dirname(doc), m)) for m in LINK.findall(line)
                       if "://" not in m and not m.startswith("mailto:")]
             for path in named:
-                path = path.split(":")[0].split(" ")[0]  # file.cpp:12, or a command's first word
+                path = path.split(":")[0]  # file.cpp:12
                 if re.search(r"[{}*<>$]", path) or not path or "node_modules" in path:
                     continue  # a pattern or a placeholder, not a path; or what npm ci installs
                 if not exists(path):
