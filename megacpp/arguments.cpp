@@ -220,7 +220,6 @@ void read_engine_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   }
 }
 
-// Logging, TensorBoard, profiling, checkpoints.
 UnexpectedKeys unexpected_keys_policy(const std::string& value) {
   if (value == "raise_unexpected" || value == "raise_all") return UnexpectedKeys::kRaise;
   if (value == "log_unexpected" || value == "log_all") return UnexpectedKeys::kLog;
@@ -230,6 +229,7 @@ UnexpectedKeys unexpected_keys_policy(const std::string& value) {
                               "ignore_all (Megatron's return_* values only make sense from Python)");
 }
 
+// Logging, TensorBoard, profiling, checkpoints.
 void read_output_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.log_interval = number<int64_t>(r, "log-interval");
   a.peak_tflops = number<double>(r, "peak-tflops");

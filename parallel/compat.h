@@ -14,8 +14,8 @@
 //    string in 1.13 and by the address itself in 2.x (`optimizer_state_key`).
 //  - The profiler's events give their times in microseconds in 1.13, nanoseconds in 2.x
 //    (`profiler_start_us`, `profiler_duration_us`).
-//  - Autograd nodes are owned by std::shared_ptr with deleteNode until PyTorch 2.11, by
-//    c10::intrusive_ptr after (`make_autograd_node`).
+//  - Autograd nodes are owned by std::shared_ptr with deleteNode up to PyTorch 2.11 at least, by
+//    c10::intrusive_ptr in later ones (2.14) (`make_autograd_node`).
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
@@ -61,7 +61,7 @@ inline std::string optimizer_state_key(const at::Tensor& parameter) {
 #endif
 
 // A custom autograd node of type T, owned as this libtorch's autograd owns nodes: by an
-// intrusive_ptr where Node is an intrusive_ptr_target (PyTorch 2.12+), else by a shared_ptr
+// intrusive_ptr where Node is an intrusive_ptr_target (later PyTorch), else by a shared_ptr
 // whose deleter is deleteNode (named without its namespace, so that it is looked up only where
 // this branch is compiled), which frees a long graph without deep recursion.
 template <typename T, typename... Args>
