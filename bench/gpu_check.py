@@ -20,7 +20,7 @@ torch.cuda.max_memory_allocated at the end).
 
 Writes DIR/gpu_check.json (every figure) and DIR/gpu_check.md (the tables for
 docs/performance.md). --dry-run (no GPU) does what the CPU can: the CPU runs and their comparisons,
-and says which runs it skipped. Exits 1 if a comparison fails.
+and says which runs it skipped. Exits 1 if a run or a comparison fails.
 """
 import argparse
 import datetime
@@ -43,15 +43,21 @@ MEGACPP_PEAK_RE = re.compile(r"\[rank 0\] memory \(MB\) .*\| peak: ([0-9.]+)")
 PYTORCH_PEAK_RE = re.compile(r"peak GPU memory allocated ([0-9.]+) MiB")
 
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", 1]
+# The flags of the model's shape and the batch, as both megacpp-train and pytorch_llama.py take them.
+SHAPE_FLAGS = [("num-layers", "layers"), ("hidden-size", "hidden"), ("num-attention-heads", "heads"),
+               ("num-query-groups", "groups"), ("ffn-hidden-size", "ffn"), ("seq-length", "seq"),
+               ("micro-batch-size", "micro"), ("global-batch-size", "batch"), ("train-iters", "iters")]
 SMALL = dict(layers=4, hidden=256, heads=4, groups=4, ffn=688, seq=256, vocab=8192, micro=1, batch=8, iters=20, lr=1e-3)
 
 
+def shape_flags(m):
+    return [value for flag, key in SHAPE_FLAGS for value in ("--" + flag, m[key])]
+
+
 def model_flags(m):
-    return ["--num-layers", m["layers"], "--hidden-size", m["hidden"], "--num-attention-heads", m["heads"],
-            "--num-query-groups", m["groups"], "--ffn-hidden-size", m["ffn"], "--seq-length", m["seq"],
-            "--max-position-embeddings", m["seq"], "--vocab-size", m["vocab"] - 1,  # NullTokenizer adds one (end of document)
-            "--micro-batch-size", m["micro"],
-            "--global-batch-size", m["batch"], "--train-iters", m["iters"], "--lr", m["lr"], "--seed", 1234]
+    """megacpp-train's flags for model `m`. NullTokenizer adds one token (end of document)."""
+    return shape_flags(m) + ["--max-position-embeddings", m["seq"], "--vocab-size", m["vocab"] - 1, "--lr", m["lr"],
+                             "--seed", 1234]
 
 
 class RunFailed(Exception):
@@ -164,11 +170,8 @@ class Check:
         device = [] if a.dry_run else ["--bf16", "--peak-tflops", a.peak_tflops]
         pytorch = [sys.executable, os.path.join(HERE, "pytorch_llama.py"), "--fsdp", "layers",
                    "--device", "cpu" if a.dry_run else "cuda"] + ([] if a.dry_run else ["--bf16"])
-        for name, flag in [("num-layers", "layers"), ("hidden-size", "hidden"), ("num-attention-heads", "heads"),
-                           ("num-query-groups", "groups"), ("ffn-hidden-size", "ffn"), ("seq-length", "seq"),
-                           ("vocab-size", "vocab"), ("micro-batch-size", "micro"), ("global-batch-size", "batch"),
-                           ("train-iters", "iters")]:
-            pytorch += ["--" + name, model[flag]]
+        pytorch += shape_flags(model) + ["--vocab-size", model["vocab"]]
+        tokens = model["batch"] * model["seq"]
         env = {"CUDA_VISIBLE_DEVICES": ""} if a.dry_run else {}
         rows = {"megacpp": [], "pytorch": []}
         with_pytorch = a.reuse_logs or has_fully_shard()
@@ -186,12 +189,11 @@ class Check:
                 continue
             launcher = [os.path.join(a.build, "megacpp-run"), "--nproc-per-node", 1, "--master-port", 0]
             output = self.execute(f"speed_pytorch_{repeat + 1}", launcher + pytorch, env)
-            tokens = TOKENS_RE.search(output)
-            if not tokens or int(tokens.group(1)) != model["batch"] * model["seq"]:
-                raise RunFailed(f"speed_pytorch_{repeat + 1} trained {tokens.group(1) if tokens else 'an unknown number of'} "
-                                f"tokens per iteration, not {model['batch'] * model['seq']} (other --batch or --seq?)")
+            found = TOKENS_RE.search(output)
+            if not found or int(found.group(1)) != tokens:
+                raise RunFailed(f"speed_pytorch_{repeat + 1} trained {found.group(1) if found else 'an unknown number of'} "
+                                f"tokens per iteration, not {tokens} (other --batch or --seq?)")
             rows["pytorch"].append(self.timing(output, PYTORCH_PEAK_RE))
-        tokens = model["batch"] * model["seq"]
         for side, runs in rows.items():
             for repeat, run in enumerate(runs, 1):
                 tokens_per_s = tokens / (run["ms"] / 1000.0)
@@ -202,7 +204,7 @@ class Check:
                 self.results["speed"].append(entry)
         if len({r["parameters"] for r in self.results["speed"]}) != 1:
             raise RunFailed("megacpp and PyTorch built models of different sizes: "
-                     f"{sorted({r['parameters'] for r in self.results['speed']})}")
+                            f"{sorted({r['parameters'] for r in self.results['speed']})}")
 
     def timing(self, output, peak_re):
         times = [float(t) for t in TIME_RE.findall(output)][self.args.warmup:]

@@ -54,6 +54,15 @@ if [ "$DRY_RUN" = 1 ] && [ -z "${MEGACPP_GPU_HIDDEN:-}" ]; then
     bash "$SELF" --dry-run ${TORCH_PREFIX:+--torch "$TORCH_PREFIX"}
 fi
 
+# python3's PyTorch, asked once (importing it takes seconds): version, CUDA, whether it sees a
+# GPU, compute capability, CMake prefix, include folder, where it is. Empty: python3 has no torch.
+TORCH_FACTS=$(python3 -c 'import os, torch, torch.utils
+cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "%d.%d" % cap, torch.utils.cmake_prefix_path,
+      os.path.join(os.path.dirname(torch.__file__), "include"), torch.__file__, sep="\n")' 2>/dev/null) || TORCH_FACTS=""
+{ read -r TORCH_VERSION; read -r TORCH_CUDA; read -r TORCH_SEES; read -r ARCH; read -r TORCH_CMAKE_PREFIX
+  read -r TORCH_INCLUDE; read -r TORCH_FILE; } <<<"$TORCH_FACTS" || true
+
 # The machine: a GPU, and a PyTorch that has CUDA.
 NAME="no GPU (dry run)"
 if [ "$DRY_RUN" = 0 ]; then
@@ -61,19 +70,13 @@ if [ "$DRY_RUN" = 0 ]; then
   GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader) || fail "nvidia-smi failed: is the NVIDIA driver loaded?"
   NAME=$(head -1 <<<"$GPUS")
   [ -n "$NAME" ] || fail "nvidia-smi lists no GPU"
-  python3 -c 'import torch' 2>/dev/null || fail "python3 ($(command -v python3)) has no torch"
-  TORCH_FACTS=$(python3 -c 'import torch
-cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
-print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "%d.%d" % cap)') || fail "python3 could not query its torch (above)"
-  read -r TORCH_VERSION TORCH_CUDA TORCH_SEES ARCH <<<"$TORCH_FACTS"
-  [ "$TORCH_CUDA" != None ] || fail "PyTorch $TORCH_VERSION ($(python3 -c 'import torch; print(torch.__file__)')) has no CUDA (torch.version.cuda is None)"
+  [ -n "$TORCH_FACTS" ] || fail "python3 ($(command -v python3)) has no torch (or importing it failed)"
+  [ "$TORCH_CUDA" != None ] || fail "PyTorch $TORCH_VERSION ($TORCH_FILE) has no CUDA (torch.version.cuda is None)"
   [ "$TORCH_SEES" = True ] || fail "PyTorch $TORCH_VERSION (CUDA $TORCH_CUDA) sees no GPU (torch.cuda.is_available() is False)"
   echo "gpu_check: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); PyTorch $TORCH_VERSION, CUDA $TORCH_CUDA, compute capability $ARCH"
 fi
-if [ -z "$TORCH_PREFIX" ]; then
-  TORCH_PREFIX=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null) ||
-    fail "python3 has no torch: give --torch with a libtorch's CMake prefix"
-fi
+TORCH_PREFIX=${TORCH_PREFIX:-${TORCH_CMAKE_PREFIX:-}}
+[ -n "$TORCH_PREFIX" ] || fail "python3 has no torch: give --torch with a libtorch's CMake prefix"
 
 # 1. The bundle, unpacked; the libraries the machine lacks (all of them in a dry run) on the path.
 rm -rf "$DEPS"
@@ -88,8 +91,7 @@ find "$DEPS" -type l -lname '/*' | while read -r link; do
   target=$(readlink "$link")
   ln -sfn "$DEPS/usr${target#/usr}" "$link"
 done
-TORCH_INCLUDE=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))' 2>/dev/null || true)
-if [ -d "$TORCH_INCLUDE/gloo" ]; then rm -rf "$DEPS/usr/include/gloo"; fi  # libtorch's own Gloo headers win
+if [ -n "${TORCH_INCLUDE:-}" ] && [ -d "$TORCH_INCLUDE/gloo" ]; then rm -rf "$DEPS/usr/include/gloo"; fi  # libtorch's own Gloo headers win
 # The libraries megacpp links come from $DEPS (CMake writes their folders into the programs'
 # RUNPATH). What those need in turn (libcurl for HDF5, ...) comes from the machine where it has
 # the soname, else from $DEPS/fallback-lib, on LD_LIBRARY_PATH (every bundled one in a dry run).
