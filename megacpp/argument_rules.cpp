@@ -3,13 +3,10 @@
 #include <stdexcept>
 
 #include "megacpp/checked_math.h"
+#include "megacpp/errors.h"
 
 namespace megacpp {
 namespace {
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
-}
 
 // Megatron's rules: iterations or samples, not both; the warmup given once.
 void validate_schedule(const TrainingArguments& a) {

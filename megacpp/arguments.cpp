@@ -11,6 +11,7 @@
 #include "megacpp/data/image_text_dataset.h"
 #include "checkpoint/checkpoint_model.h"
 #include "megacpp/checked_math.h"
+#include "megacpp/errors.h"
 #include "megacpp/megatron_architecture.h"
 #include "megacpp/megatron_flags.h"
 #include "megacpp/model_arguments.h"
@@ -18,10 +19,6 @@
 
 namespace megacpp {
 namespace {
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
-}
 
 // Numbers are read as text and converted here, so a malformed value names its flag.
 template <class T>

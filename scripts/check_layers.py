@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 LAYERS = [
-    ("base", ["megacpp/logging.*", "megacpp/checked_math.h", "megacpp/pch.h"]),
+    ("base", ["megacpp/logging.*", "megacpp/checked_math.h", "megacpp/errors.h", "megacpp/pch.h"]),
     ("serialization", ["serialization/*"]),
     ("io", ["megacpp/data/*", "megacpp/metrics/*", "checkpoint/dcp_metadata.*", "checkpoint/layout.*",
             "checkpoint/index_checksums.*"]),

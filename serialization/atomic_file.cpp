@@ -8,12 +8,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "megacpp/errors.h"
+
 namespace megacpp::serialization {
-namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-}  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
   file_ = std::fopen(tmp_.c_str(), "wb");

@@ -1,7 +1,5 @@
 #include "serialization/safetensors.h"
 
-#include "serialization/atomic_file.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +15,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+
+#include "megacpp/errors.h"
+#include "serialization/atomic_file.h"
 
 namespace megacpp::serialization {
 namespace {
@@ -119,8 +120,6 @@ void append_json_string(std::string& out, const std::string& s) {
   }
   out.push_back('"');
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Throws std::runtime_error("<where>: <what>") / ("<where>: tensor '<name>': <what>").
 struct Failer {

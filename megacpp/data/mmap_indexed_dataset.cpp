@@ -19,6 +19,7 @@
 
 #include "megacpp/data/indexed_dataset.h"
 #include "megacpp/data/token_dataset_internal.h"
+#include "megacpp/errors.h"
 
 namespace megacpp::data::detail {
 namespace {
@@ -27,8 +28,6 @@ constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 // magic (9) + version (8) + dtype code (1) + sequence count (8) + document count (8).
 constexpr size_t kHeaderBytes = 34;
-
-std::string errno_text() { return std::strerror(errno); }
 
 template <typename T>
 T load(const unsigned char* p) {

@@ -6,7 +6,7 @@
 namespace megacpp::training {
 namespace {
 
-void require(bool ok, const std::string& message) {
+void require_rampup(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("--rampup-batch-size: " + message);
 }
 
@@ -19,12 +19,12 @@ BatchRampup::BatchRampup(const TrainingArguments& args, int64_t global_batch, in
   increment_ = args.rampup_batch_size[1];
   ramp_samples_ = args.rampup_batch_size[2];
   const std::string ramp = std::to_string(start_) + " " + std::to_string(increment_) + " " + std::to_string(ramp_samples_);
-  require(start_ < global_, ramp + ": the start (" + std::to_string(start_) + ") must be below --global-batch-size (" +
+  require_rampup(start_ < global_, ramp + ": the start (" + std::to_string(start_) + ") must be below --global-batch-size (" +
                                 std::to_string(global_) + ")");
-  require((global_ - start_) % increment_ == 0, ramp + ": the increment must divide --global-batch-size minus the start (" +
+  require_rampup((global_ - start_) % increment_ == 0, ramp + ": the increment must divide --global-batch-size minus the start (" +
                                                     std::to_string(global_ - start_) + ")");
   for (int64_t batch = start_; batch <= global_; batch += increment_) {
-    require(batch % micro_step_ == 0, ramp + ": the batch of " + std::to_string(batch) +
+    require_rampup(batch % micro_step_ == 0, ramp + ": the batch of " + std::to_string(batch) +
                                           " samples is not a whole number of micro-batches x data-parallel size (" +
                                           std::to_string(micro_step_) + ")");
   }

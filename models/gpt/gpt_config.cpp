@@ -3,12 +3,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "megacpp/errors.h"
+
 namespace megacpp::models {
 namespace {
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
-}
 
 bool probability(double p) { return p >= 0.0 && p < 1.0; }
 

@@ -3,14 +3,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "megacpp/errors.h"
+
 namespace megacpp::models {
-namespace {
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
-}
-
-}  // namespace
 
 void LlamaConfig::validate() const {
   require(vocab_size > 0, "--vocab-size must be positive");

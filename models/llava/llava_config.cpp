@@ -3,14 +3,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "megacpp/errors.h"
 #include "models/registry.h"
 
 namespace megacpp::models {
 namespace {
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
-}
 
 // The vision fields of the args, in the order the flags take them.
 const char* const kVisionArgs[] = {"vision_model_type", "vision_num_layers", "vision_hidden_size", "vision_ffn_hidden_size",
