@@ -18,13 +18,13 @@ namespace fs = std::filesystem;
 using testing::TrainRun;
 
 // Uneven shards on 4 ranks: 70 ffn rows, 40 hidden rows, 260 vocabulary rows over 4 or 3 ranks.
-const std::string kModel =
+const std::string kCheckpointModel =
     "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 259 --make-vocab-size-divisible-by 4 --seed 7 "
     "--num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 70 "
     "--seq-length 16 --micro-batch-size 1 --global-batch-size 12 --log-interval 1 --lr 3e-3 --lr-warmup-iters 2 "
     "--eval-interval 5 --eval-iters 1 --train-iters 10 --untie-embeddings-and-output-weights";
 
-std::string fsdp(const std::string& dir, const std::string& yaml) {
+std::string fsdp_yaml_flags(const std::string& dir, const std::string& yaml) {
   return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, "fsdp_" + std::to_string(std::hash<std::string>{}(yaml)) + ".yaml", yaml);
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
@@ -53,7 +53,7 @@ void expect_resumes_exactly(const TrainRun& straight, const TrainRun& resumed, c
 
 TEST(Checkpoint, ResumeGivesTheSameLossesInBothFormatsSyncAndAsync) {
   const std::string dir = testing::scratch_dir();
-  const std::string flags = kModel + fsdp(dir, kLayers);
+  const std::string flags = kCheckpointModel + fsdp_yaml_flags(dir, kLayers);
   for (const std::string format : {"torch_dcp", "torch_dist"}) {
     for (const std::string async : {"", " --async-save"}) {
       const std::string save = dir + "/" + format + (async.empty() ? "" : "_async");
@@ -73,15 +73,15 @@ TEST(Checkpoint, ResumeGivesTheSameLossesInBothFormatsSyncAndAsync) {
 
 TEST(Checkpoint, ResumesOnAnotherWorldSizeAndMesh) {
   const std::string dir = testing::scratch_dir();
-  const std::string hsdp = fsdp(dir, "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
-  const std::string layers = fsdp(dir, kLayers);
-  TrainRun four = testing::train(4, kModel + layers + " --save " + dir + "/fsdp4 --save-interval 5 --ckpt-format torch_dcp");
+  const std::string hsdp = fsdp_yaml_flags(dir, "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
+  const std::string layers = fsdp_yaml_flags(dir, kLayers);
+  TrainRun four = testing::train(4, kCheckpointModel + layers + " --save " + dir + "/fsdp4 --save-interval 5 --ckpt-format torch_dcp");
   ASSERT_EQ(four.result.status, 0) << four.result.output;
-  TrainRun hsdp4 = testing::train(4, kModel + hsdp + " --save " + dir + "/hsdp --save-interval 5 --ckpt-format torch_dist");
+  TrainRun hsdp4 = testing::train(4, kCheckpointModel + hsdp + " --save " + dir + "/hsdp --save-interval 5 --ckpt-format torch_dist");
   testing::expect_same_losses(four, hsdp4, "hsdp 2x2", 1e-5);
   const TrainRun reference = tail(four, 5);
   auto resume = [&](int ranks, const std::string& mesh, const std::string& from, const std::string& extra) {
-    return testing::train(ranks, kModel + mesh + " --load " + dir + "/" + from + " --ckpt-step 5" + extra);
+    return testing::train(ranks, kCheckpointModel + mesh + " --load " + dir + "/" + from + " --ckpt-step 5" + extra);
   };
   testing::expect_same_losses(reference, resume(2, layers, "fsdp4", ""), "fsdp4 -> 2 ranks", 1e-5);
   testing::expect_same_losses(reference, resume(1, " --use-torch-fsdp2", "hsdp", ""), "hsdp 2x2 -> 1 rank", 1e-5);
@@ -93,7 +93,7 @@ TEST(Checkpoint, ResumesOnAnotherWorldSizeAndMesh) {
 
 TEST(Checkpoint, OptimizerRngAndFinetuneFlags) {
   const std::string dir = testing::scratch_dir();
-  const std::string flags = kModel + fsdp(dir, kLayers);
+  const std::string flags = kCheckpointModel + fsdp_yaml_flags(dir, kLayers);
   TrainRun no_optim = testing::train(2, flags + " --train-iters 3 --save " + dir + "/w --no-save-optim");
   ASSERT_EQ(no_optim.result.status, 0) << no_optim.result.output;
   TrainRun refused = testing::train(2, flags + " --load " + dir + "/w");
@@ -107,15 +107,15 @@ TEST(Checkpoint, OptimizerRngAndFinetuneFlags) {
   ASSERT_EQ(finetune.result.status, 0) << finetune.result.output;
   EXPECT_EQ(finetune.losses.size(), 2u);  // from iteration 1
   // Another world size: RNG states are not restored, and it says so.
-  TrainRun other = testing::train(1, kModel + " --use-torch-fsdp2 --load " + dir + "/w --no-load-optim --train-iters 4");
+  TrainRun other = testing::train(1, kCheckpointModel + " --use-torch-fsdp2 --load " + dir + "/w --no-load-optim --train-iters 4");
   ASSERT_EQ(other.result.status, 0) << other.result.output;
   EXPECT_NE(other.result.output.find("RNG states are not restored"), std::string::npos) << other.result.output;
   // Nothing to load yet: a warning, training from scratch.
-  TrainRun nothing = testing::train(1, kModel + " --load " + dir + "/empty --train-iters 1");
+  TrainRun nothing = testing::train(1, kCheckpointModel + " --load " + dir + "/empty --train-iters 1");
   ASSERT_EQ(nothing.result.status, 0) << nothing.result.output;
   EXPECT_NE(nothing.result.output.find("no checkpoint found"), std::string::npos) << nothing.result.output;
   // ... unless Megatron's --exit-on-missing-checkpoint says a missing one is a mistake.
-  TrainRun missing = testing::train(1, kModel + " --load " + dir + "/empty --train-iters 1 --exit-on-missing-checkpoint");
+  TrainRun missing = testing::train(1, kCheckpointModel + " --load " + dir + "/empty --train-iters 1 --exit-on-missing-checkpoint");
   EXPECT_NE(missing.result.status, 0);
   EXPECT_NE(missing.result.output.find("has no checkpoint (no " + dir + "/empty/latest_checkpointed_iteration.txt) and "
                                        "--exit-on-missing-checkpoint is given"),
@@ -135,7 +135,7 @@ void flip_byte(const std::string& file, std::streamoff where) {
 
 TEST(Checkpoint, DamagedFilesAreReportedByName) {
   const std::string dir = testing::scratch_dir();
-  const std::string flags = kModel + fsdp(dir, kLayers);
+  const std::string flags = kCheckpointModel + fsdp_yaml_flags(dir, kLayers);
   TrainRun saved = testing::train(2, flags + " --train-iters 2 --save " + dir + "/good --ckpt-format torch_dcp");
   ASSERT_EQ(saved.result.status, 0) << saved.result.output;
   auto copy_of = [&](const std::string& name) {
@@ -181,7 +181,7 @@ TEST(Checkpoint, DamagedFilesAreReportedByName) {
 
 TEST(Checkpoint, KilledDuringSaveLeavesThePreviousCheckpointLatest) {
   const std::string dir = testing::scratch_dir();
-  const std::string flags = kModel + fsdp(dir, kLayers) + " --save " + dir + "/ckpt --save-interval 2";
+  const std::string flags = kCheckpointModel + fsdp_yaml_flags(dir, kLayers) + " --save " + dir + "/ckpt --save-interval 2";
   TrainRun first = testing::train(2, flags + " --train-iters 2");
   ASSERT_EQ(first.result.status, 0) << first.result.output;
   std::vector<std::string> argv{MEGACPP_RUN_BINARY, "--nproc-per-node", "2", "--master-port", "0", MEGACPP_TRAIN_BINARY};
@@ -213,7 +213,7 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
   const std::string dir = testing::scratch_dir();
   for (const std::string format : {"torch_dcp", "torch_dist"}) {
     const std::string root = dir + "/" + format;
-    TrainRun run = testing::train(4, kModel + fsdp(dir, "sharding_size: 2\n") + " --train-iters 3 --save " + root +
+    TrainRun run = testing::train(4, kCheckpointModel + fsdp_yaml_flags(dir, "sharding_size: 2\n") + " --train-iters 3 --save " + root +
                                          " --ckpt-format " + format + " --dump-final-params " + root + ".pt");
     ASSERT_EQ(run.result.status, 0) << run.result.output;
     const std::string prefix = format == "torch_dcp" ? "model." : "";
@@ -249,7 +249,7 @@ TEST(Checkpoint, PythonReaderSeesTheTrainedParameters) {
 // megacpp-train started by hand (no launcher, no rendezvous store) saves and resumes too.
 TEST(Checkpoint, ProcessAloneSavesAndResumes) {
   const std::string dir = testing::scratch_dir();
-  const std::string train = std::string(MEGACPP_TRAIN_BINARY) + " " + kModel + " --save " + dir + " --save-interval 2";
+  const std::string train = std::string(MEGACPP_TRAIN_BINARY) + " " + kCheckpointModel + " --save " + dir + " --save-interval 2";
   auto first = testing::run_command("env -u RANK -u WORLD_SIZE " + train + " --train-iters 2");
   ASSERT_EQ(first.status, 0) << first.output;
   auto second = testing::run_command("env -u RANK -u WORLD_SIZE " + train + " --load " + dir + " --train-iters 3");
@@ -260,7 +260,7 @@ TEST(Checkpoint, ProcessAloneSavesAndResumes) {
 
 TEST(Checkpoint, BadFlagsAreRefusedByName) {
   auto refused = [](const std::string& extra, const std::string& needle) {
-    TrainRun run = testing::train(1, kModel + extra);
+    TrainRun run = testing::train(1, kCheckpointModel + extra);
     EXPECT_NE(run.result.status, 0) << extra;
     EXPECT_NE(run.result.output.find(needle), std::string::npos) << extra << "\n" << run.result.output;
   };

@@ -28,13 +28,6 @@ const std::string kTrain =
     "--seq-length 16 --micro-batch-size 2 --global-batch-size 4 --log-interval 1 --lr 1e-2 --eval-iters 0 "
     "--train-iters 3 --use-torch-fsdp2";
 
-const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
-                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
-
-testing::CommandResult convert(const std::string& args) {
-  return testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " " + args);
-}
-
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -42,7 +35,7 @@ std::string file_bytes(const std::string& path) {
   return s.str();
 }
 
-// megacpp's logits for kTokens with the weights of checkpoint `root` (the model built from the
+// megacpp's logits for reference_tokens() with the weights of checkpoint `root` (the model built from the
 // exported config.json, so the config is checked too; Hugging Face has no zero-centered norms,
 // so `layernorm_1p` says whether the checkpoint's have them).
 at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir, bool layernorm_1p) {
@@ -56,7 +49,7 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir, bo
   for (auto& item : model.named_parameters()) item.value().copy_(reader->tensors().read_tensor(prefix + item.key()));
   at::Tensor ids = torch::empty({2, 12}, torch::kLong);
   for (int64_t b = 0; b < 2; ++b)
-    for (int64_t s = 0; s < 12; ++s) ids[b][s] = kTokens[b][s];
+    for (int64_t s = 0; s < 12; ++s) ids[b][s] = testing::reference_tokens()[b][s];
   return model(ids).detach();
 }
 
@@ -71,13 +64,13 @@ TEST(Convert, ExportedFolderGivesMegacppsLogits) {
     auto run = testing::train(2, kTrain + extra + " --save " + root);
     ASSERT_EQ(run.result.status, 0) << run.result.output;
     const std::string hf = dir + "/" + variant + "_hf";
-    auto exported = convert("export --load " + root + " --output " + hf + " --max-shard-size 20000");
+    auto exported = testing::convert("export --load " + root + " --output " + hf + " --max-shard-size 20000");
     ASSERT_EQ(exported.status, 0) << exported.output;
     EXPECT_TRUE(fs::exists(hf + "/model.safetensors.index.json")) << exported.output;
     const std::string config = file_bytes(hf + "/config.json");
     EXPECT_NE(config.find(variant == "llama" ? "LlamaForCausalLM" : "Qwen3ForCausalLM"), std::string::npos) << config;
     const at::Tensor ours = megacpp_logits(root, hf, variant == "llama-1p");
-    const double diff = (ours - testing::hf_reference_logits(hf, kTokens, ours.size(2))).abs().max().item<double>();
+    const double diff = (ours - testing::hf_reference_logits(hf, testing::reference_tokens(), ours.size(2))).abs().max().item<double>();
     std::cout << variant << ": max |megacpp - hf_forward.py| = " << diff << std::endl;
     EXPECT_LE(diff, 1e-4) << variant;
   }
@@ -88,13 +81,13 @@ TEST(Convert, Bf16ExportImportExportIsExactAndTheImportTrains) {
   const std::string root = dir + "/trained";
   auto run = testing::train(2, kTrain + " --save " + root);
   ASSERT_EQ(run.result.status, 0) << run.result.output;
-  auto first = convert("export --load " + root + " --output " + dir + "/hf1 --dtype bfloat16");
+  auto first = testing::convert("export --load " + root + " --output " + dir + "/hf1 --dtype bfloat16");
   ASSERT_EQ(first.status, 0) << first.output;
-  auto imported = convert("import --input " + dir + "/hf1 --save " + dir + "/imported --ckpt-format torch_dcp");
+  auto imported = testing::convert("import --input " + dir + "/hf1 --save " + dir + "/imported --ckpt-format torch_dcp");
   ASSERT_EQ(imported.status, 0) << imported.output;
   EXPECT_NE(imported.output.find("--num-layers 2 --hidden-size 32 --ffn-hidden-size 48"), std::string::npos) << imported.output;
   EXPECT_EQ(file_bytes(dir + "/imported/latest_checkpointed_iteration.txt"), "release");
-  auto second = convert("export --load " + dir + "/imported --output " + dir + "/hf2 --dtype bfloat16");
+  auto second = testing::convert("export --load " + dir + "/imported --output " + dir + "/hf2 --dtype bfloat16");
   ASSERT_EQ(second.status, 0) << second.output;
   for (const char* file : {"model.safetensors", "config.json"}) {
     EXPECT_EQ(file_bytes(dir + "/hf1/" + file), file_bytes(dir + "/hf2/" + file)) << file;
@@ -106,17 +99,17 @@ TEST(Convert, Bf16ExportImportExportIsExactAndTheImportTrains) {
   EXPECT_NE(trained.result.output.find("model weights only"), std::string::npos) << trained.result.output;
 
   // Refusals name what is wrong.
-  auto again = convert("import --input " + dir + "/hf1 --save " + dir + "/imported");
+  auto again = testing::convert("import --input " + dir + "/hf1 --save " + dir + "/imported");
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.output.find("already holds checkpoints"), std::string::npos) << again.output;
   fs::copy(dir + "/hf1", dir + "/broken", fs::copy_options::recursive);
   std::string cfg = file_bytes(dir + "/broken/config.json");
   cfg.replace(cfg.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 3");
   std::ofstream(dir + "/broken/config.json") << cfg;
-  auto missing = convert("import --input " + dir + "/broken --save " + dir + "/broken_ckpt");
+  auto missing = testing::convert("import --input " + dir + "/broken --save " + dir + "/broken_ckpt");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.output.find("no tensor 'model.layers.2."), std::string::npos) << missing.output;
-  auto usage = convert("export --output " + dir + "/x");
+  auto usage = testing::convert("export --output " + dir + "/x");
   EXPECT_EQ(usage.status, 2);
   EXPECT_NE(usage.output.find("export needs --load"), std::string::npos) << usage.output;
 }

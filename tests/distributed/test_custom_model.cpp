@@ -24,9 +24,6 @@ const std::string kGpt2 =
     "--seed 3 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 8 --log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 4";
 
-const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
-                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
-
 struct Example {
   std::string prefix;   // the megacpp install
   std::string train;    // examples/custom_model's gpt2-train
@@ -45,11 +42,7 @@ Example install_and_build_example(const std::string& dir) {
   return e;
 }
 
-std::string fsdp(const std::string& dir, const std::string& name, const std::string& yaml) {
-  return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, name, yaml);
-}
-
-// megacpp's logits for kTokens with the weights of checkpoint `root`, the model built by the
+// megacpp's logits for reference_tokens() with the weights of checkpoint `root`, the model built by the
 // family the library registered, from the exported config.json.
 at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
   std::ifstream config_file(hf_dir + "/config.json");
@@ -61,8 +54,8 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
   for (auto& item : model->named_parameters()) {
     item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
   }
-  at::Tensor ids = torch::tensor(kTokens[0]).unsqueeze(0);
-  ids = torch::cat({ids, torch::tensor(kTokens[1]).unsqueeze(0)});
+  at::Tensor ids = torch::tensor(testing::reference_tokens()[0]).unsqueeze(0);
+  ids = torch::cat({ids, torch::tensor(testing::reference_tokens()[1]).unsqueeze(0)});
   return (*model)(ids).detach();
 }
 
@@ -74,9 +67,9 @@ TEST(CustomModel, Gpt2BuiltOutsideTheTreeTrainsOnEveryLayoutExportsAndImports) {
   const auto one = testing::train_with(example.train, 1, kGpt2);
   ASSERT_EQ(one.result.status, 0) << one.result.output;
   ASSERT_EQ(one.losses.size(), 4u) << one.result.output;
-  const std::string layers = fsdp(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
-  const std::string by_class = fsdp(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [GPT2Block]\n");
-  const std::string hsdp = fsdp(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
+  const std::string layers = testing::fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const std::string by_class = testing::fsdp_flags(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [GPT2Block]\n");
+  const std::string hsdp = testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
   const std::string save = " --save " + dir + "/ckpt --save-interval 2 --ckpt-format torch_dcp";
   const auto two = testing::train_with(example.train, 2, kGpt2 + layers + save);
   testing::expect_same_losses(one, two, "FSDP on 2 ranks", 1e-5);
@@ -103,7 +96,7 @@ TEST(CustomModel, Gpt2BuiltOutsideTheTreeTrainsOnEveryLayoutExportsAndImports) {
   ASSERT_EQ(exported.status, 0) << exported.output;
   models::load_model_library(example.library);
   const at::Tensor ours = megacpp_logits(dir + "/ckpt", hf);
-  const at::Tensor reference = testing::hf_reference_logits(hf, kTokens, ours.size(-1), "gpt2_forward.py");
+  const at::Tensor reference = testing::hf_reference_logits(hf, testing::reference_tokens(), ours.size(-1), "gpt2_forward.py");
   const double diff = (ours - reference).abs().max().item<double>();
   EXPECT_LE(diff, 1e-4) << "max |megacpp - gpt2_forward.py| over the logits";
 

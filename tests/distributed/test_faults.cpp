@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TrainRun;
 
-const std::string kModel =
+const std::string kFaultsModel =
     "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 127 --seed 3 --num-layers 2 --hidden-size 32 "
     "--num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 --seq-length 16 --micro-batch-size 2 "
     "--log-interval 1 --lr 3e-3 --lr-warmup-iters 2 --eval-iters 0 --untie-embeddings-and-output-weights";
@@ -41,7 +41,7 @@ int64_t stopped_at(const std::string& output) {
 
 TEST(Faults, NonFiniteLossOrGradientStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
-  const std::string flags = kModel + " --use-torch-fsdp2 --save " + save + " --save-interval 1";
+  const std::string flags = kFaultsModel + " --use-torch-fsdp2 --save " + save + " --save-interval 1";
   TrainRun good = testing::train(2, flags + " --train-iters 2");
   ASSERT_EQ(good.result.status, 0) << good.result.output;
   // From iteration 3 on the learning rate is 1e30: the first step after it overflows.
@@ -57,18 +57,18 @@ TEST(Faults, NonFiniteLossOrGradientStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   std::snprintf(name, sizeof(name), "/iter_%07lld", static_cast<long long>(bad));
   EXPECT_FALSE(fs::exists(save + name)) << "the non-finite state was saved";
   // It loads (with nothing left to train: its weights are finite, but diverged).
-  TrainRun resumed = testing::train(2, kModel + " --use-torch-fsdp2 --load " + save + " --train-iters " + std::to_string(bad - 1));
+  TrainRun resumed = testing::train(2, kFaultsModel + " --use-torch-fsdp2 --load " + save + " --train-iters " + std::to_string(bad - 1));
   EXPECT_EQ(resumed.result.status, 0) << "the last good checkpoint does not load:\n" << resumed.result.output;
   EXPECT_NE(resumed.result.output.find("resuming at iteration " + std::to_string(bad - 1)), std::string::npos) << resumed.result.output;
 
   // A NaN at the first iteration: nothing is saved at all.
-  TrainRun first = testing::train(1, kModel + " --train-iters 3 --init-method-std 1e30 --save " + dir + "/never");
+  TrainRun first = testing::train(1, kFaultsModel + " --train-iters 3 --init-method-std 1e30 --save " + dir + "/never");
   EXPECT_NE(first.result.status, 0);
   EXPECT_EQ(stopped_at(first.result.output), 1) << first.result.output;
   EXPECT_TRUE(std::regex_search(first.result.output, std::regex(R"((on|of) rank 0\b)"))) << first.result.output;
   EXPECT_FALSE(fs::exists(dir + "/never/latest_checkpointed_iteration.txt"));
   // Megatron's switch turns the guard off; clipping still refuses non-finite gradients.
-  const std::string off = kModel + " --train-iters 3 --init-method-std 1e30 --no-check-for-nan-in-loss-and-grad";
+  const std::string off = kFaultsModel + " --train-iters 3 --init-method-std 1e30 --no-check-for-nan-in-loss-and-grad";
   TrainRun unchecked = testing::train(1, off + " --clip-grad 0");
   EXPECT_EQ(unchecked.result.status, 0) << unchecked.result.output;
   TrainRun clipped = testing::train(1, off);
@@ -79,17 +79,17 @@ TEST(Faults, NonFiniteLossOrGradientStopsTheRunAndKeepsTheLastGoodCheckpoint) {
 
 TEST(Faults, ACheckpointOfAnotherModelIsRefusedNamingTheFlags) {
   const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
-  TrainRun saved = testing::train(1, kModel + " --train-iters 2 --save " + save);
+  TrainRun saved = testing::train(1, kFaultsModel + " --train-iters 2 --save " + save);
   ASSERT_EQ(saved.result.status, 0) << saved.result.output;
   const std::string load = " --train-iters 3 --load " + save;
   struct Case {
     std::string flags, message;
   };
-  const std::string tied = std::regex_replace(kModel, std::regex(" --untie-embeddings-and-output-weights"), "");
+  const std::string tied = std::regex_replace(kFaultsModel, std::regex(" --untie-embeddings-and-output-weights"), "");
   const std::vector<Case> refused = {
-      {kModel + " --num-layers 1", "--num-layers is 2 there and 1 here"},
-      {kModel + " --num-attention-heads 8", "--num-attention-heads is 4 there and 8 here"},
-      {kModel + " --rotary-base 5000", "--rotary-base is 10000"},
+      {kFaultsModel + " --num-layers 1", "--num-layers is 2 there and 1 here"},
+      {kFaultsModel + " --num-attention-heads 8", "--num-attention-heads is 4 there and 8 here"},
+      {kFaultsModel + " --rotary-base 5000", "--rotary-base is 10000"},
       {tied, "--untie-embeddings-and-output-weights is true there and false here"},
       {tied + " --finetune", "--untie-embeddings-and-output-weights is true there and false here"},
       {tied + " --dist-ckpt-strictness log_unexpected", "--dist-ckpt-strictness log_unexpected needs --finetune"},
@@ -105,7 +105,7 @@ TEST(Faults, ACheckpointOfAnotherModelIsRefusedNamingTheFlags) {
   EXPECT_EQ(adapted.result.status, 0) << adapted.result.output;
   EXPECT_NE(adapted.result.output.find("tensors the model does not have: "), std::string::npos) << adapted.result.output;
   // The sequence length (and with it RoPE's max positions) changes no weight.
-  TrainRun longer = testing::train(1, std::regex_replace(kModel, std::regex("--seq-length 16"), "--seq-length 32") + load);
+  TrainRun longer = testing::train(1, std::regex_replace(kFaultsModel, std::regex("--seq-length 16"), "--seq-length 32") + load);
   EXPECT_EQ(longer.result.status, 0) << longer.result.output;
   EXPECT_NE(longer.result.output.find("resuming at iteration 2"), std::string::npos) << longer.result.output;
 }
@@ -116,22 +116,22 @@ TEST(Faults, IndexFilesChangedAfterTheSaveAreRefused) {
   const std::string dir = testing::scratch_dir();
   for (const std::string format : {"torch_dcp", "torch_dist"}) {
     const std::string save = dir + "/" + format;
-    TrainRun saved = testing::train(1, kModel + " --train-iters 2 --save " + save + " --ckpt-format " + format);
+    TrainRun saved = testing::train(1, kFaultsModel + " --train-iters 2 --save " + save + " --ckpt-format " + format);
     ASSERT_EQ(saved.result.status, 0) << saved.result.output;
     const std::string index = save + (format == "torch_dcp" ? "/iter_0000002/.metadata" : "/iter_0000002/metadata.json");
     const std::string original = testing::read_file(index);
     std::ofstream(index, std::ios::app) << ' ';
-    TrainRun edited = testing::train(1, kModel + " --train-iters 3 --load " + save);
+    TrainRun edited = testing::train(1, kFaultsModel + " --train-iters 3 --load " + save);
     EXPECT_NE(edited.result.status, 0);
     EXPECT_NE(edited.result.output.find(index + " has changed since megacpp wrote it"), std::string::npos) << edited.result.output;
     std::ofstream(index, std::ios::trunc) << original;
     fs::copy(save + "/iter_0000002", save + "/iter_0000005", fs::copy_options::recursive);
     std::ofstream(save + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "5";
-    TrainRun renamed = testing::train(1, kModel + " --train-iters 6 --load " + save);
+    TrainRun renamed = testing::train(1, kFaultsModel + " --train-iters 6 --load " + save);
     EXPECT_NE(renamed.result.status, 0);
     EXPECT_NE(renamed.result.output.find("megacpp_checksums.json: it holds iteration 2, not 5"), std::string::npos)
         << renamed.result.output;
-    TrainRun intact = testing::train(1, kModel + " --train-iters 3 --load " + save + " --ckpt-step 2");
+    TrainRun intact = testing::train(1, kFaultsModel + " --train-iters 3 --load " + save + " --ckpt-step 2");
     EXPECT_EQ(intact.result.status, 0) << intact.result.output;
   }
 }
@@ -146,7 +146,7 @@ TEST(Faults, OverflowingBatchArithmeticIsRefusedByFlag) {
       {" --train-iters 9223372036854775807 --eval-interval 1", "--train-iters / --eval-interval (9223372036854775807) + 1"},
       {" --train-iters 4611686018427387904 --micro-batch-size 2", "--train-iters (4611686018427387904) x global batch (2)"},
   };
-  const std::string model = std::regex_replace(kModel, std::regex(" --micro-batch-size 2| --eval-iters 0"), "");
+  const std::string model = std::regex_replace(kFaultsModel, std::regex(" --micro-batch-size 2| --eval-iters 0"), "");
   for (const auto& c : cases) {
     TrainRun run = testing::train(1, model + c.flags);
     EXPECT_NE(run.result.status, 0) << c.flags;
@@ -160,7 +160,7 @@ TEST(Faults, OverflowingBatchArithmeticIsRefusedByFlag) {
 TEST(Faults, AReSaveKilledBetweenItsRenamesLeavesALoadableCheckpoint) {
   for (const std::string step : {"after-rename-to-old", "after-rename-into-place"}) {
     const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
-    const std::string flags = kModel + " --save " + save + " --save-interval 2";
+    const std::string flags = kFaultsModel + " --save " + save + " --save-interval 2";
     TrainRun first = testing::train(1, flags + " --train-iters 4");
     ASSERT_EQ(first.result.status, 0) << first.result.output;
     TrainRun killed = train_with_environment("MEGACPP_TEST_KILL_AT=" + step, flags + " --load " + save + " --ckpt-step 2 --train-iters 4");
@@ -178,14 +178,14 @@ TEST(Faults, AReSaveKilledBetweenItsRenamesLeavesALoadableCheckpoint) {
 TEST(Faults, ASecondJobOnTheSameSaveDirectoryIsRefused) {
   const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
   std::vector<std::string> argv{MEGACPP_RUN_BINARY, "--nproc-per-node", "1", "--master-port", "0", MEGACPP_TRAIN_BINARY};
-  std::istringstream words(kModel + " --train-iters 2 --save " + save);
+  std::istringstream words(kFaultsModel + " --train-iters 2 --save " + save);
   for (std::string w; words >> w;) argv.push_back(w);
   testing::StreamingProcess first(argv, {{{"MEGACPP_TEST_SAVE_DELAY_MS", "4000"}}, {}});
   for (int i = 0; i < 600 && !fs::exists(save + "/iter_0000002.tmp/__0_0.distcp"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(fs::exists(save + "/iter_0000002.tmp/__0_0.distcp")) << first.output();
-  TrainRun second = testing::train(1, kModel + " --train-iters 3 --save " + save);
+  TrainRun second = testing::train(1, kFaultsModel + " --train-iters 3 --save " + save);
   EXPECT_NE(second.result.status, 0);
   EXPECT_NE(second.result.output.find("--save " + save + " is in use by another job (host "), std::string::npos)
       << second.result.output;
@@ -198,7 +198,7 @@ TEST(Faults, ASecondJobOnTheSameSaveDirectoryIsRefused) {
 // --no-save-rng leaves the RNG states out, and loading such a checkpoint needs --no-load-rng.
 TEST(Faults, ExitDurationStopsTheRunWithACheckpoint) {
   const std::string dir = testing::scratch_dir(), save = dir + "/ckpt";
-  TrainRun run = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters 1000000 --exit-duration-in-mins 0.02 --no-save-rng "
+  TrainRun run = testing::train(2, kFaultsModel + " --use-torch-fsdp2 --train-iters 1000000 --exit-duration-in-mins 0.02 --no-save-rng "
                                             "--save " + save);
   ASSERT_EQ(run.result.status, 0) << run.result.output;
   std::smatch m;
@@ -206,10 +206,10 @@ TEST(Faults, ExitDurationStopsTheRunWithACheckpoint) {
       << run.result.output;
   EXPECT_EQ(testing::read_file(save + "/latest_checkpointed_iteration.txt"), m[1].str());
   EXPECT_LT(std::stoll(m[1]), 1000000);
-  TrainRun refused = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters 1000000 --load " + save);
+  TrainRun refused = testing::train(2, kFaultsModel + " --use-torch-fsdp2 --train-iters 1000000 --load " + save);
   EXPECT_NE(refused.result.status, 0);
   EXPECT_NE(refused.result.output.find("add --no-load-rng"), std::string::npos) << refused.result.output;
-  TrainRun resumed = testing::train(2, kModel + " --use-torch-fsdp2 --train-iters " + m[1].str() + " --load " + save + " --no-load-rng");
+  TrainRun resumed = testing::train(2, kFaultsModel + " --use-torch-fsdp2 --train-iters " + m[1].str() + " --load " + save + " --no-load-rng");
   EXPECT_EQ(resumed.result.status, 0) << resumed.result.output;
 }
 
@@ -226,7 +226,7 @@ std::vector<std::string> launch_argv(const std::vector<std::string>& launcher_fl
 // and the job ends instead of waiting for --distributed-timeout-minutes.
 TEST(Faults, AStoppedRankIsNamedWithinTheHangTimeout) {
   testing::StreamingProcess job(launch_argv({"--nproc-per-node", "2", "--master-port", "0", "--hang-timeout-seconds", "4"},
-                                            kModel + " --use-torch-fsdp2 --train-iters 100000"));
+                                            kFaultsModel + " --use-torch-fsdp2 --train-iters 100000"));
   ASSERT_TRUE(job.wait_for_output("iteration        3/", std::chrono::seconds(120))) << job.output();
   pid_t rank1 = -1;
   for (pid_t child : testing::child_pids(job.pid())) {
@@ -250,11 +250,11 @@ TEST(Faults, AStoppedRankIsNamedWithinTheHangTimeout) {
 TEST(Faults, ASecondJobOnTheSamePortIsRefusedAndTheFirstGoesOn) {
   const std::string port = std::to_string(testing::free_port());
   const std::string dir = testing::scratch_dir();
-  const std::string flags = kModel + " --use-torch-fsdp2 --train-iters 3 --save " + dir + "/ckpt --save-interval 1";
+  const std::string flags = kFaultsModel + " --use-torch-fsdp2 --train-iters 3 --save " + dir + "/ckpt --save-interval 1";
   testing::StreamingProcess first(launch_argv({"--nproc-per-node", "2", "--master-port", port}, flags),
                                   {{{"MEGACPP_TEST_SAVE_DELAY_MS", "3000"}}, {}});
   ASSERT_TRUE(first.wait_for_output("iteration        1/", std::chrono::seconds(120))) << first.output();
-  testing::StreamingProcess second(launch_argv({"--nproc-per-node", "2", "--master-port", port}, kModel + " --use-torch-fsdp2 --train-iters 3"));
+  testing::StreamingProcess second(launch_argv({"--nproc-per-node", "2", "--master-port", port}, kFaultsModel + " --use-torch-fsdp2 --train-iters 3"));
   ASSERT_TRUE(second.wait(std::chrono::seconds(120))) << second.output();
   EXPECT_NE(second.exit_code(), 0);
   const std::string refused = second.output();

@@ -61,7 +61,7 @@ class Outer : public parallel::Module {
   }
 };
 
-at::Tensor global_batch() {
+at::Tensor seeded_batch() {
   torch::manual_seed(5);
   return torch::randn({8, 4});
 }
@@ -70,14 +70,14 @@ TEST(FSDPMultiTensor, WrappedAndRecomputedModuleGivesTheUnshardedGradients) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     Outer reference;
-    reference(global_batch()).pow(2).mean().backward();
+    reference(seeded_batch()).pow(2).mean().backward();
 
     for (bool recompute : {false, true}) {
       auto model = std::make_shared<Outer>();
       if (recompute) parallel::enable_recompute(*model->inner);
       fsdp::fully_shard(*model->inner, mesh, {});
       fsdp::fully_shard(*model, mesh, {});
-      at::Tensor local = global_batch().narrow(0, rt.rank() * 4, 4);
+      at::Tensor local = seeded_batch().narrow(0, rt.rank() * 4, 4);
       // Each rank's loss is the mean of its half: the average over ranks is the global mean.
       model->operator()(local).pow(2).mean().backward();
       EXPECT_EQ(model->count_dtype, at::kLong) << "integer outputs pass through untouched";
@@ -107,7 +107,7 @@ TEST(FSDPMultiTensor, CastForwardInputsCastsEveryFloatingInputOnly) {
       seen = in;
       return in;
     });
-    (*model)(global_batch()).to(torch::kFloat).pow(2).mean().backward();
+    (*model)(seeded_batch()).to(torch::kFloat).pow(2).mean().backward();
     ASSERT_EQ(seen.size(), 3u);
     EXPECT_EQ(seen[0].scalar_type(), torch::kBFloat16);
     EXPECT_EQ(seen[1].scalar_type(), torch::kBFloat16);

@@ -40,13 +40,10 @@ std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaMode
   return model;
 }
 
-const std::vector<std::vector<int64_t>> kTokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
-                                                   {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
-
 at::Tensor token_ids() {
   at::Tensor ids = torch::empty({2, 12}, torch::kLong);
   for (int64_t b = 0; b < 2; ++b)
-    for (int64_t s = 0; s < 12; ++s) ids[b][s] = kTokens[b][s];
+    for (int64_t s = 0; s < 12; ++s) ids[b][s] = testing::reference_tokens()[b][s];
   return ids;
 }
 
@@ -67,7 +64,7 @@ void write_hf_folder(const std::string& dir, const LlamaConfig& config,
 
 void expect_matches_reference(const std::string& what, const std::string& dir, const LlamaConfig& config,
                               const at::Tensor& logits) {
-  const double diff = (logits - testing::hf_reference_logits(dir, kTokens, config.vocab_size)).abs().max().item<double>();
+  const double diff = (logits - testing::hf_reference_logits(dir, testing::reference_tokens(), config.vocab_size)).abs().max().item<double>();
   std::cout << what << ": max |megacpp - hf_forward.py| = " << diff << " (logits up to "
             << logits.abs().max().item<double>() << ")" << std::endl;
   EXPECT_LE(diff, 1e-4) << what;

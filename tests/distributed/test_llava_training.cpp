@@ -26,14 +26,14 @@ namespace fs = std::filesystem;
 using testing::train;
 using testing::TrainRun;
 
-const std::string kModel =
+const std::string kLlavaModel =
     "--model-type llava --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 "
     "--untie-embeddings-and-output-weights --vision-num-layers 2 --vision-hidden-size 16 --vision-num-attention-heads 2 "
     "--img-h 28 --img-w 28 --patch-dim 14 --num-channels 1 --image-mean 0.286 --image-std 0.353 --seq-length 40 "
     "--tokenizer-type ByteLevelTokenizer --micro-batch-size 2 --global-batch-size 8 --train-iters 6 --log-interval 1 "
     "--eval-iters 0 --lr 1e-2 --seed 7 --init-method-std 0.2 --split 100,0,0 ";
 const std::string kWrapPerBlock = "wrap_policy:\n  transformer_layer_cls_to_wrap: [CLIPEncoderLayer, LlamaDecoderLayer]\n";
-constexpr int64_t kImageToken = 383;  // the last id of ByteLevelTokenizer's 257 padded to 384
+constexpr int64_t kByteLevelImageToken = 383;  // the last id of ByteLevelTokenizer's 257 padded to 384
 
 // The first images of Fashion-MNIST's splits as image-text JSON lines under `dir`.
 std::string fashion_mnist(const std::string& dir, int train_images, int test_images) {
@@ -48,7 +48,7 @@ bool in_tower(const std::string& name) { return name.rfind("vision_tower.", 0) =
 TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock) {
   const std::string dir = testing::scratch_dir();
   const std::string data = " --data-path " + fashion_mnist(dir + "/fm", 64, 0) + "/train.jsonl";
-  const std::string frozen = kModel + data + " --freeze-ViT";
+  const std::string frozen = kLlavaModel + data + " --freeze-ViT";
   const TrainRun one = train(1, frozen + " --dump-final-params " + dir + "/one.pt");
   testing::expect_trained(one, 6);
   EXPECT_NE(one.result.output.find("image-text data: 64 lines of"), std::string::npos) << one.result.output;
@@ -78,7 +78,7 @@ TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock)
 
   // Unfrozen, the tower's first layer trains (the second is past the feature layer, -2: never run,
   // as transformers discards it) and its optimizer state appears.
-  const TrainRun unfrozen = train(1, kModel + data + " --dump-final-params " + dir + "/unfrozen.pt");
+  const TrainRun unfrozen = train(1, kLlavaModel + data + " --dump-final-params " + dir + "/unfrozen.pt");
   testing::expect_trained(unfrozen, 6);
   ASSERT_FALSE(unfrozen.memory.empty()) << unfrozen.result.output;
   EXPECT_GT(unfrozen.memory[0].optimizer_state, one.memory[0].optimizer_state + 0.005);
@@ -92,11 +92,11 @@ TEST(LlavaTraining, SameLossesOnEveryLayoutWithTheTowerFrozenAndWrappedPerBlock)
 TEST(LlavaTraining, ExportIsTransformersLlavaAndImportsBackToTrain) {
   const std::string dir = testing::scratch_dir();
   const std::string data = " --data-path " + fashion_mnist(dir + "/fm", 32, 0) + "/train.jsonl";
-  ASSERT_EQ(train(2, kModel + data + " --use-torch-fsdp2 --save " + dir + "/ckpt").result.status, 0);
+  ASSERT_EQ(train(2, kLlavaModel + data + " --use-torch-fsdp2 --save " + dir + "/ckpt").result.status, 0);
   const auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/ckpt --output " + dir + "/hf");
   ASSERT_EQ(exported.status, 0) << exported.output;
-  std::vector<std::vector<int64_t>> rows = {{kImageToken, kImageToken, kImageToken, kImageToken, 97, 32, 112, 104},
-                                            {104, 105, kImageToken, kImageToken, kImageToken, kImageToken, 98, 10}};
+  std::vector<std::vector<int64_t>> rows = {{kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, 97, 32, 112, 104},
+                                            {104, 105, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, 98, 10}};
   auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
   const at::Tensor pixels = torch::randn({2, 1, 28, 28}, generator, torch::kFloat);
   const at::Tensor ours = testing::checkpoint_logits(dir + "/ckpt", rows, nullptr, "", pixels);
@@ -107,7 +107,7 @@ TEST(LlavaTraining, ExportIsTransformersLlavaAndImportsBackToTrain) {
 
   const auto imported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " import --input " + dir + "/hf --save " + dir + "/imported");
   ASSERT_EQ(imported.status, 0) << imported.output;
-  const TrainRun resumed = train(2, kModel + data + " --use-torch-fsdp2 --train-iters 2 --load " + dir + "/imported");
+  const TrainRun resumed = train(2, kLlavaModel + data + " --use-torch-fsdp2 --train-iters 2 --load " + dir + "/imported");
   testing::expect_trained(resumed, 2);
   EXPECT_NE(resumed.result.output.find("model weights only"), std::string::npos) << resumed.result.output;
 }
@@ -129,7 +129,7 @@ TEST(LlavaTraining, BadImageDataIsRefusedNamingFileAndLine) {
   };
   for (const auto& [lines, message] : cases) {
     std::ofstream(dir + "/bad.jsonl") << lines;
-    const TrainRun refused = train(2, kModel + " --use-torch-fsdp2 --train-iters 1 --data-path " + dir + "/bad.jsonl");
+    const TrainRun refused = train(2, kLlavaModel + " --use-torch-fsdp2 --train-iters 1 --data-path " + dir + "/bad.jsonl");
     EXPECT_NE(refused.result.status, 0) << lines;
     EXPECT_NE(refused.result.output.find(message), std::string::npos) << lines << "\n" << refused.result.output;
   }
@@ -148,12 +148,12 @@ TEST(LlavaTraining, PackedImagesTrainAsTheImageFilesDo) {
   const auto packed = testing::run_command(preprocess);
   ASSERT_EQ(packed.status, 0) << packed.output;
   EXPECT_NE(packed.output.find("Packed 32 images (28x28x1)"), std::string::npos) << packed.output;
-  const TrainRun files = train(1, kModel + " --data-path " + dir + "/train.jsonl");
-  const TrainRun from_pack = train(1, kModel + " --data-path " + dir + "/packed/train.jsonl");
+  const TrainRun files = train(1, kLlavaModel + " --data-path " + dir + "/train.jsonl");
+  const TrainRun from_pack = train(1, kLlavaModel + " --data-path " + dir + "/packed/train.jsonl");
   testing::expect_trained(files, 6);
   testing::expect_same_losses(files, from_pack, "packed images", 0.0);
 
-  const TrainRun other_shape = train(1, kModel + " --num-channels 3 --data-path " + dir + "/packed/train.jsonl");
+  const TrainRun other_shape = train(1, kLlavaModel + " --num-channels 3 --data-path " + dir + "/packed/train.jsonl");
   EXPECT_NE(other_shape.result.output.find("train.jsonl:1: " + dir + "/packed/train.pixels holds 28x28x1 images; the model takes 28x28x3 "
                                            "(pack them again with --img-h 28 --num-channels 3)"),
             std::string::npos)

@@ -72,7 +72,7 @@ TEST(Ulysses, ExchangeIsExactAndItsOwnAdjoint) {
 }
 
 // Qwen3-style: QK norm and 4 query heads over 2 key/value groups, sequences of 128 tokens.
-const std::string kModel =
+const std::string kLongSequenceModel =
     "--model-type llama --qk-layernorm --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 "
     "--ffn-hidden-size 48 --mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 "
     "--seed 7 --seq-length 128 --micro-batch-size 2 --global-batch-size 8 --log-interval 1 --train-iters 8 "
@@ -80,21 +80,21 @@ const std::string kModel =
 
 TEST(Ulysses, SameLossesAsOneRankOnEveryLayout) {
   const std::string dir = testing::scratch_dir();
-  const TrainRun one = train(1, kModel);
+  const TrainRun one = train(1, kLongSequenceModel);
   testing::expect_trained(one, 8);
   ASSERT_EQ(one.validation.size(), 4u) << one.result.output;  // iterations 4 and 8, the end: val and test
-  const TrainRun pair = train(2, kModel + "--use-torch-fsdp2 --context-parallel-size 2");
+  const TrainRun pair = train(2, kLongSequenceModel + "--use-torch-fsdp2 --context-parallel-size 2");
   EXPECT_NE(pair.result.output.find("FSDP (fsdp=2), Ulysses 2 (data-parallel 1)"), std::string::npos) << pair.result.output;
   EXPECT_NE(pair.result.output.find("batch: micro 2 x data-parallel 1 x accumulation 4"), std::string::npos) << pair.result.output;
   EXPECT_NE(pair.result.output.find("ulysses: each sequence split over 2 ranks [0, 1]; 2 attention layer(s)"), std::string::npos)
       << pair.result.output;
   expect_same_losses(one, pair, "Ulysses 2 on 2 ranks (--context-parallel-size)", 1e-5);
-  expect_same_losses(one, train(4, kModel + fsdp_flags(dir, "roll.yaml", "strategy_config:\n  ulysses_size: 2\n")),
+  expect_same_losses(one, train(4, kLongSequenceModel + fsdp_flags(dir, "roll.yaml", "strategy_config:\n  ulysses_size: 2\n")),
                      "Ulysses 2 with FSDP on 4 ranks (ROLL's strategy_config)", 1e-5);
   const std::string hsdp = "model_args:\n  ulysses_size: 2\nsharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n";
-  expect_same_losses(one, train(4, kModel + fsdp_flags(dir, "hsdp.yaml", hsdp)), "Ulysses 2 with HSDP 2x2", 1e-5);
+  expect_same_losses(one, train(4, kLongSequenceModel + fsdp_flags(dir, "hsdp.yaml", hsdp)), "Ulysses 2 with HSDP 2x2", 1e-5);
   const std::string tiled = "ulysses_size: 2\napply_tiled_mlp: true\ntiled_num_shards: 4\nsub_modules_to_wrap: ['layers.{*}']\n";
-  expect_same_losses(one, train(2, kModel + fsdp_flags(dir, "tiled.yaml", tiled) + testing::kRecomputeOnMetaDevice),
+  expect_same_losses(one, train(2, kLongSequenceModel + fsdp_flags(dir, "tiled.yaml", tiled) + testing::kRecomputeOnMetaDevice),
                      "Ulysses 2, TiledMLP, recompute, meta-device init", 1e-5);
 }
 
@@ -125,7 +125,7 @@ TEST(Ulysses, RefusesWhatCannotBeSplitByName) {
 }
 
 TEST(TiledMlp, MixtureOfExpertsModelTilesItsDenseMlpsOnly) {
-  const std::string moe = kModel + "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-aux-loss-coeff 0.01 "
+  const std::string moe = kLongSequenceModel + "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-aux-loss-coeff 0.01 "
                                    "--moe-layer-freq [0,1] ";
   const TrainRun one = train(1, moe);
   testing::expect_trained(one, 8);

@@ -21,12 +21,11 @@ using testing::fsdp_flags;
 using testing::train;
 using testing::TrainRun;
 
-const std::string kModel = testing::kLoraTestModel;
-const std::string kLora = kModel + "--lr 1e-2" + testing::kLoraTestAdapters;
+const std::string kWithAdapters = testing::kLoraTestModel + "--lr 1e-2" + testing::kLoraTestAdapters;
 
 TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
   const std::string dir = testing::scratch_dir();
-  const TrainRun one = train(1, kLora + " --dump-final-params " + dir + "/trained.pt");
+  const TrainRun one = train(1, kWithAdapters + " --dump-final-params " + dir + "/trained.pt");
   expect_trained(one, 10);
   EXPECT_LT(one.losses.back(), one.losses.front()) << "the adapters do not learn";
   EXPECT_NE(one.result.output.find("lora: rank 4, alpha 8, dropout 0 on 14 Linear layer(s)"), std::string::npos)
@@ -34,16 +33,16 @@ TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
   const std::string layers = fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
   const std::string by_class = fsdp_flags(dir, "class.yaml", "wrap_policy:\n  transformer_layer_cls_to_wrap: [Qwen3DecoderLayer]\n");
   const std::string hsdp = fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
-  testing::expect_same_losses(one, train(2, kLora + layers), "FSDP on 2 ranks", 1e-5);
-  const TrainRun four = train(4, kLora + by_class);
+  testing::expect_same_losses(one, train(2, kWithAdapters + layers), "FSDP on 2 ranks", 1e-5);
+  const TrainRun four = train(4, kWithAdapters + by_class);
   testing::expect_same_losses(one, four, "FSDP on 4 ranks", 1e-5);
-  testing::expect_same_losses(one, train(4, kLora + hsdp), "HSDP 2x2", 1e-5);
-  testing::expect_same_losses(one, train(2, kLora + layers + testing::kRecomputeOnMetaDevice),
+  testing::expect_same_losses(one, train(4, kWithAdapters + hsdp), "HSDP 2x2", 1e-5);
+  testing::expect_same_losses(one, train(2, kWithAdapters + layers + testing::kRecomputeOnMetaDevice),
                               "recompute, meta-device init", 1e-5);
 
   // The base weights are as initialized (a run that does not move them: --lr 0), bit for bit;
   // the adapters moved.
-  ASSERT_EQ(train(1, kLora + " --lr 0 --dump-final-params " + dir + "/initial.pt").result.status, 0);
+  ASSERT_EQ(train(1, kWithAdapters + " --lr 0 --dump-final-params " + dir + "/initial.pt").result.status, 0);
   const auto initial = testing::read_tensor_dict(dir + "/initial.pt"), trained = testing::read_tensor_dict(dir + "/trained.pt");
   ASSERT_EQ(initial.size(), trained.size());
   int64_t adapter_numel = 0;
@@ -67,7 +66,7 @@ TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
 }
 
 TEST(Lora, MixtureOfExpertsAdaptersOnEveryExpert) {
-  const std::string moe = kModel + "--lr 1e-2 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 "
+  const std::string moe = testing::kLoraTestModel + "--lr 1e-2 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 "
                                    "--moe-aux-loss-coeff 0.01 --lora-rank 2 --lora-target-modules q_proj gate_proj";
   const TrainRun one = train(1, moe);
   expect_trained(one, 10);
@@ -95,7 +94,7 @@ TEST(Lora, RefusesWhatItCannotAdaptByName) {
       {" --lora-rank 4 --lora-r 8 --lora-target-modules q_proj", "--lora-r and --lora-rank differ; give one"},
   };
   for (const auto& [flags, message] : cases) {
-    const TrainRun refused = train(1, kModel + "--untie-embeddings-and-output-weights" + flags);
+    const TrainRun refused = train(1, testing::kLoraTestModel + "--untie-embeddings-and-output-weights" + flags);
     EXPECT_NE(refused.result.status, 0) << flags;
     EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
   }

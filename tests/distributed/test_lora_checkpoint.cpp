@@ -28,16 +28,12 @@ using testing::expect_trained;
 using testing::train;
 using testing::TrainRun;
 
-const std::string kModel = testing::kLoraTestModel + "--lr 1e-2 ";
-const std::string kLora = kModel + testing::kLoraTestAdapters;
-
-testing::CommandResult convert(const std::string& args) {
-  return testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " " + args);
-}
+const std::string kBaseModel = testing::kLoraTestModel + "--lr 1e-2 ";
+const std::string kBaseWithAdapters = kBaseModel + testing::kLoraTestAdapters;
 
 // A plain (not LoRA) checkpoint of two iterations: the base model LoRA starts from.
 std::string train_base(const std::string& dir) {
-  const TrainRun base = train(1, kModel + "--train-iters 2 --save " + dir + "/base");
+  const TrainRun base = train(1, kBaseModel + "--train-iters 2 --save " + dir + "/base");
   EXPECT_EQ(base.result.status, 0) << base.result.output;
   return dir + "/base";
 }
@@ -55,7 +51,7 @@ bool contains(const TrainRun& run, const std::string& text) { return run.result.
 TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
   const std::string dir = testing::scratch_dir();
   const std::string base = train_base(dir), adapters = dir + "/adapters", full = dir + "/full";
-  const TrainRun whole = train(1, kLora + " --load " + base + " --save " + adapters + " --save-interval 5");
+  const TrainRun whole = train(1, kBaseWithAdapters + " --load " + base + " --save " + adapters + " --save-interval 5");
   expect_trained(whole, 10);
   EXPECT_TRUE(contains(whole, "holds no adapters; they start fresh, at iteration 0")) << whole.result.output;
 
@@ -75,36 +71,36 @@ TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
   EXPECT_EQ(adapter_keys, 28u) << "q, k, v, o, gate, up, down of 2 layers, lora_A and lora_B";
 
   // Resumed from iteration 5, on 2 ranks with FSDP and on 4 with HSDP: iterations 6-10 as the whole run.
-  const std::string resume = kLora + " --load " + base + " --lora-load " + adapters + " --ckpt-step 5";
+  const std::string resume = kBaseWithAdapters + " --load " + base + " --lora-load " + adapters + " --ckpt-step 5";
   const TrainRun fsdp = train(2, resume + testing::fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n"));
   EXPECT_TRUE(contains(fsdp, "resuming at iteration 5")) << fsdp.result.output;
   expect_losses_of(whole, fsdp, 5, 5, "--lora-load on 2 ranks (FSDP)");
 
   // With --lora-save-base the checkpoint holds the base too, and --load alone resumes from it.
-  const TrainRun first = train(1, kLora + " --load " + base + " --save " + full + " --lora-save-base --save-interval 5 --exit-interval 5");
+  const TrainRun first = train(1, kBaseWithAdapters + " --load " + base + " --save " + full + " --lora-save-base --save-interval 5 --exit-interval 5");
   ASSERT_EQ(first.result.status, 0) << first.result.output;
   expect_losses_of(whole, first, 0, 5, "the first half, saved with the base");
   auto with_base = checkpoint::CheckpointReader::open(full, std::nullopt);
   EXPECT_TRUE(with_base->tensors().has(with_base->format().model_key("layers.0.self_attn.q_proj.weight")));
-  const TrainRun hsdp = train(4, kLora + " --load " + full +
+  const TrainRun hsdp = train(4, kBaseWithAdapters + " --load " + full +
                                      testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n"));
   expect_losses_of(whole, hsdp, 5, 5, "--load of adapters saved with their base, HSDP 2x2");
-  const TrainRun own_base = train(1, kLora + " --lora-load " + full);
+  const TrainRun own_base = train(1, kBaseWithAdapters + " --lora-load " + full);
   EXPECT_TRUE(contains(own_base, "loading the base model from " + full)) << own_base.result.output;
   expect_losses_of(whole, own_base, 5, 5, "--lora-load alone of adapters saved with their base");
 
   // What cannot be resumed is refused by name.
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {kLora + " --load " + adapters, "holds LoRA adapters without their base model (saved without --lora-save-base): give the "
+      {kBaseWithAdapters + " --load " + adapters, "holds LoRA adapters without their base model (saved without --lora-save-base): give the "
                                       "base model's checkpoint to --load and this one to --lora-load"},
-      {kLora + " --lora-alpha 16 --load " + base + " --lora-load " + adapters,
+      {kBaseWithAdapters + " --lora-alpha 16 --load " + base + " --lora-load " + adapters,
        "the adapters were trained with --lora-rank 4 --lora-alpha 8; this run has --lora-rank 4 --lora-alpha 16"},
-      {kLora + " --load " + base + " --lora-load " + base, "--lora-load " + base + ": the checkpoint holds no LoRA adapters"},
-      {kModel + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj --load " + base + " --lora-load " + adapters,
+      {kBaseWithAdapters + " --load " + base + " --lora-load " + base, "--lora-load " + base + ": the checkpoint holds no LoRA adapters"},
+      {kBaseModel + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj --load " + base + " --lora-load " + adapters,
        "the adapters were trained on --lora-target-modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (14 layers); "
        "this run adapts q_proj (2 layers)"},
-      {kLora + " --lora-save-base", "--lora-save-base needs --save"},
-      {kModel + " --lora-load " + adapters, "--lora-load needs --lora-rank > 0"},
+      {kBaseWithAdapters + " --lora-save-base", "--lora-save-base needs --save"},
+      {kBaseModel + " --lora-load " + adapters, "--lora-load needs --lora-rank > 0"},
   };
   for (const auto& [flags, message] : refused) {
     const TrainRun run = train(1, flags);
@@ -134,11 +130,11 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs()
 TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   const std::string dir = testing::scratch_dir();
   const std::string base = train_base(dir), adapters = dir + "/adapters";
-  const TrainRun run = train(1, kModel + "--lora-rank 4 --lora-alpha 8 --lora-target-modules layers.0.self_attn.q_proj v_proj down_proj --load " + base +
+  const TrainRun run = train(1, kBaseModel + "--lora-rank 4 --lora-alpha 8 --lora-target-modules layers.0.self_attn.q_proj v_proj down_proj --load " + base +
                                     " --save " + adapters);
   expect_trained(run, 10);
 
-  const auto peft = convert("export --load " + adapters + " --output " + dir + "/peft --base-model tiny-qwen3");
+  const auto peft = testing::convert("export --load " + adapters + " --output " + dir + "/peft --base-model tiny-qwen3");
   ASSERT_EQ(peft.status, 0) << peft.output;
   EXPECT_NE(peft.output.find("exported 5 LoRA adapters (rank 4, Float)"), std::string::npos) << peft.output;
   const nlohmann::json config = nlohmann::json::parse(testing::read_file(dir + "/peft/adapter_config.json"));
@@ -164,7 +160,7 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   // does, and NumPy's merged folder; the adapters moved the logits.
   for (const std::string& flags : {"--load " + base + " --output " + dir + "/base_hf",
                                    "--load " + base + " --lora-load " + adapters + " --merge-lora --output " + dir + "/merged"}) {
-    const auto exported = convert("export " + flags);
+    const auto exported = testing::convert("export " + flags);
     ASSERT_EQ(exported.status, 0) << flags << "\n" << exported.output;
   }
   const auto& tokens = testing::reference_tokens();
@@ -186,7 +182,7 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
       {"export --load " + base + " --merge-lora --output " + dir + "/x", "--merge-lora: --load " + base + " holds no LoRA adapters"},
   };
   for (const auto& [args, message] : refused) {
-    const auto result = convert(args);
+    const auto result = testing::convert(args);
     EXPECT_NE(result.status, 0) << args;
     EXPECT_NE(result.output.find(message), std::string::npos) << args << "\n" << result.output;
   }
@@ -196,7 +192,7 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
 // folder and the base with PEFT's adapters give the adapted model's logits.
 TEST(LoraCheckpoint, ExportsMixtureOfExpertsAdapters) {
   const std::string dir = testing::scratch_dir();
-  const std::string moe = kModel + "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 ";
+  const std::string moe = kBaseModel + "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 ";
   ASSERT_EQ(train(1, moe + "--train-iters 2 --save " + dir + "/base").result.status, 0);
   const TrainRun run = train(1, moe + "--lora-rank 2 --lora-alpha 4 --lora-target-modules q_proj gate_proj --load " + dir +
                                     "/base --save " + dir + "/full --lora-save-base");
@@ -204,7 +200,7 @@ TEST(LoraCheckpoint, ExportsMixtureOfExpertsAdapters) {
   for (const std::string& flags : {"--load " + dir + "/base --output " + dir + "/base_hf",
                                    "--load " + dir + "/full --output " + dir + "/peft",
                                    "--load " + dir + "/full --merge-lora --output " + dir + "/merged"}) {
-    const auto exported = convert("export " + flags);
+    const auto exported = testing::convert("export " + flags);
     ASSERT_EQ(exported.status, 0) << flags << "\n" << exported.output;
   }
   const nlohmann::json config = nlohmann::json::parse(testing::read_file(dir + "/peft/adapter_config.json"));

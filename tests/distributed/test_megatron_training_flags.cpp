@@ -21,7 +21,7 @@ using testing::expect_same_losses;
 using testing::train;
 using testing::TrainRun;
 
-const std::string kFlags =
+const std::string kTrainingFlags =
     "--model-type llama --mock-data --seed 7 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 "
     "--tokenizer-type NullTokenizer --vocab-size 63 --eval-iters 0 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 4 --train-iters 4 --log-interval 1 --lr 3e-3 --use-torch-fsdp2 "
@@ -30,19 +30,19 @@ const std::string kFlags =
 bool has(const TrainRun& run, const std::string& text) { return run.result.output.find(text) != std::string::npos; }
 
 TEST(MegatronTrainingFlags, FullAndSelectiveRecomputeGiveTheSameLosses) {
-  const TrainRun plain = train(2, kFlags);
+  const TrainRun plain = train(2, kTrainingFlags);
   ASSERT_EQ(plain.losses.size(), 4u) << plain.result.output;
-  const TrainRun uniform = train(2, kFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  const TrainRun uniform = train(2, kTrainingFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
   EXPECT_TRUE(has(uniform, "fsdp2: recompute on layers.0, layers.1")) << uniform.result.output;
   expect_same_losses(plain, uniform, "uniform", 1e-6);
-  const TrainRun block = train(2, kFlags + " --recompute-granularity full --recompute-method block --recompute-num-layers 1");
+  const TrainRun block = train(2, kTrainingFlags + " --recompute-granularity full --recompute-method block --recompute-num-layers 1");
   EXPECT_TRUE(has(block, "fsdp2: recompute on layers.0\n")) << block.result.output;
   expect_same_losses(plain, block, "block", 1e-6);
-  const TrainRun grouped = train(1, kFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 2");
+  const TrainRun grouped = train(1, kTrainingFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 2");
   EXPECT_TRUE(has(grouped, "megacpp recomputes each layer on its own")) << grouped.result.output;
   // Selective: only each layer's core attention (Megatron's --recompute-activations is the same).
   for (const std::string selective : {"--recompute-granularity selective", "--recompute-activations"}) {
-    const TrainRun core = train(2, kFlags + " " + selective);
+    const TrainRun core = train(2, kTrainingFlags + " " + selective);
     EXPECT_TRUE(has(core, "fsdp2: recompute on layers.0.self_attn.core_attention, layers.1.self_attn.core_attention"))
         << core.result.output;
     expect_same_losses(plain, core, selective, 1e-6);
@@ -60,7 +60,7 @@ TEST(MegatronTrainingFlags, FullAndSelectiveRecomputeGiveTheSameLosses) {
            {"--recompute-granularity full --recompute-method block --recompute-num-layers 1 --fsdp2-config-path " + yaml,
             "--recompute-granularity and recompute_modules in " + yaml + " both say what to recompute"},
        }) {
-    const TrainRun refused = train(1, kFlags + " " + flags);
+    const TrainRun refused = train(1, kTrainingFlags + " " + flags);
     EXPECT_NE(refused.result.status, 0) << flags;
     EXPECT_TRUE(has(refused, message)) << flags << "\n" << refused.result.output;
   }
@@ -69,8 +69,8 @@ TEST(MegatronTrainingFlags, FullAndSelectiveRecomputeGiveTheSameLosses) {
 // With --lr 0, only the token embedding and the output layer move, at --decoupled-lr.
 TEST(MegatronTrainingFlags, DecoupledLrMovesOnlyTheInputAndOutputLayers) {
   const std::string dir = testing::scratch_dir();
-  const std::string frozen = kFlags + " --lr 0 --min-lr 0 --weight-decay 0.1 --decoupled-lr 0 --dump-final-params " + dir + "/frozen.pt";
-  const std::string moving = kFlags + " --lr 0 --min-lr 0 --weight-decay 0.1 --decoupled-lr 1e-2 --decoupled-min-lr 1e-3 --dump-final-params " + dir + "/moving.pt";
+  const std::string frozen = kTrainingFlags + " --lr 0 --min-lr 0 --weight-decay 0.1 --decoupled-lr 0 --dump-final-params " + dir + "/frozen.pt";
+  const std::string moving = kTrainingFlags + " --lr 0 --min-lr 0 --weight-decay 0.1 --decoupled-lr 1e-2 --decoupled-min-lr 1e-3 --dump-final-params " + dir + "/moving.pt";
   ASSERT_EQ(train(2, frozen).result.status, 0);
   const TrainRun run = train(2, moving);
   ASSERT_EQ(run.result.status, 0) << run.result.output;
@@ -122,7 +122,7 @@ TEST(MegatronTrainingFlags, DataCachePathKeepsTheSampleIndicesForTheNextRun) {
 
 TEST(MegatronTrainingFlags, ProfileWritesAChromeTracePerRank) {
   const std::string dir = testing::scratch_dir();
-  const TrainRun run = train(2, kFlags + " --profile --profile-step-start 1 --profile-step-end 2 --profile-ranks 0 1 "
+  const TrainRun run = train(2, kTrainingFlags + " --profile --profile-step-start 1 --profile-step-end 2 --profile-ranks 0 1 "
                                          "--profile-save-path " + dir + " --empty-unused-memory-level 2");
   ASSERT_EQ(run.losses.size(), 4u) << run.result.output;
   for (int rank : {0, 1}) {
@@ -137,22 +137,22 @@ TEST(MegatronTrainingFlags, ProfileWritesAChromeTracePerRank) {
     }
     EXPECT_TRUE(iteration && matmul) << path;
   }
-  const TrainRun plain = train(2, kFlags);
+  const TrainRun plain = train(2, kTrainingFlags);
   expect_same_losses(plain, run, "profiled, memory released", 0);
 }
 
 // --use-checkpoint-args: the model is the checkpoint's, whatever the model flags say.
 TEST(MegatronTrainingFlags, UseCheckpointArgsTrainsTheCheckpointsModel) {
   const std::string dir = testing::scratch_dir();
-  ASSERT_EQ(train(2, kFlags + " --save " + dir + "/ckpt").result.status, 0);
-  const std::string other_model = std::string(kFlags) + " --num-layers 1 --hidden-size 16 --train-iters 6 --load " + dir + "/ckpt";
+  ASSERT_EQ(train(2, kTrainingFlags + " --save " + dir + "/ckpt").result.status, 0);
+  const std::string other_model = std::string(kTrainingFlags) + " --num-layers 1 --hidden-size 16 --train-iters 6 --load " + dir + "/ckpt";
   const TrainRun refused = train(1, other_model);
   EXPECT_TRUE(has(refused, "--num-layers")) << "the checkpoint does not fit the flags' model: " << refused.result.output;
   const TrainRun run = train(1, other_model + " --use-checkpoint-args");
   ASSERT_EQ(run.losses.size(), 2u) << run.result.output;
   EXPECT_TRUE(has(run, "--use-checkpoint-args: the model of " + dir + "/ckpt/iter_0000004 (--model-type llama --num-layers 2 "
                        "--hidden-size 32")) << run.result.output;
-  const TrainRun missing = train(1, kFlags + " --use-checkpoint-args --exit-on-missing-checkpoint --load " + dir + "/none");
+  const TrainRun missing = train(1, kTrainingFlags + " --use-checkpoint-args --exit-on-missing-checkpoint --load " + dir + "/none");
   EXPECT_TRUE(has(missing, "--use-checkpoint-args: --load " + dir + "/none has no checkpoint and --exit-on-missing-checkpoint"))
       << missing.result.output;
 }
@@ -178,15 +178,15 @@ TEST(MegatronTrainingFlags, RampupBatchSizeGrowsTheBatchTheSameAtEveryWorldSize)
 
 // --dataloader-type cyclic: a random order per pass, the same global batches at every world size.
 TEST(MegatronTrainingFlags, CyclicDataloaderReadsTheSameBatchesAtEveryWorldSize) {
-  const TrainRun one = train(1, kFlags + " --dataloader-type cyclic");
+  const TrainRun one = train(1, kTrainingFlags + " --dataloader-type cyclic");
   ASSERT_EQ(one.losses.size(), 4u) << one.result.output;
   EXPECT_TRUE(has(one, "--dataloader-type cyclic: the training samples in a random order")) << one.result.output;
-  const TrainRun two = train(2, kFlags + " --dataloader-type cyclic");
+  const TrainRun two = train(2, kTrainingFlags + " --dataloader-type cyclic");
   expect_same_losses(one, two, "cyclic on 2 ranks", 1e-5);
-  const TrainRun single = train(2, kFlags + " --dataloader-type single");
+  const TrainRun single = train(2, kTrainingFlags + " --dataloader-type single");
   ASSERT_EQ(single.losses.size(), 4u) << single.result.output;
   EXPECT_NE(single.losses, two.losses) << "cyclic read the samples in order";
-  const TrainRun external = train(1, kFlags + " --dataloader-type external");
+  const TrainRun external = train(1, kTrainingFlags + " --dataloader-type external");
   EXPECT_TRUE(has(external, "--dataloader-type external: not supported (only single or cyclic")) << external.result.output;
 }
 

@@ -32,7 +32,7 @@ std::string fortune_dataset(const std::string& dir, const std::string& name, con
   return prefix + "_text_document";
 }
 
-const std::string kModel =
+const std::string kRealDataModel =
     "--model-type llama --tokenizer-type ByteLevelTokenizer --seed 1234 --num-layers 2 --hidden-size 32 --num-attention-heads 4 "
     "--ffn-hidden-size 64 --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 8 --log-interval 1 "
     "--lr 3e-3 --lr-warmup-iters 2 --eval-interval 4 --eval-iters 2 --split 90,10,0";
@@ -40,7 +40,7 @@ const std::string kModel =
 TEST(RealData, SameLossesOnOneRankAndOnFourRanksWhateverTheMesh) {
   const std::string dir = testing::scratch_dir();
   const std::string data = fortune_dataset(dir, "cookie", "cookie");
-  const std::string flags = kModel + " --data-path " + data;
+  const std::string flags = kRealDataModel + " --data-path " + data;
   TrainRun one = testing::train(1, flags);
   ASSERT_EQ(one.result.status, 0) << one.result.output;
   ASSERT_EQ(one.losses.size(), 8u) << one.result.output;
@@ -61,20 +61,20 @@ TEST(RealData, SameLossesOnOneRankAndOnFourRanksWhateverTheMesh) {
 TEST(RealData, Hdf5AndMmapCopiesGiveTheSameRun) {
   const std::string dir = testing::scratch_dir();
   const std::string data = fortune_dataset(dir, "food", "food");
-  TrainRun mmap = testing::train(1, kModel + " --data-path " + data);
-  TrainRun hdf5 = testing::train(1, kModel + " --data-path " + dir + "/food_h5_text_document.h5");
+  TrainRun mmap = testing::train(1, kRealDataModel + " --data-path " + data);
+  TrainRun hdf5 = testing::train(1, kRealDataModel + " --data-path " + dir + "/food_h5_text_document.h5");
   testing::expect_same_losses(mmap, hdf5, "hdf5", 0.0);
 }
 
 TEST(RealData, WeightedBlendDrawsFromEveryDataset) {
   const std::string dir = testing::scratch_dir();
   const std::string a = fortune_dataset(dir, "food", "food"), b = fortune_dataset(dir, "pets", "pets");
-  TrainRun blend = testing::train(2, kModel + " --use-torch-fsdp2 --data-path 0.7 " + a + " 0.3 " + b);
+  TrainRun blend = testing::train(2, kRealDataModel + " --use-torch-fsdp2 --data-path 0.7 " + a + " 0.3 " + b);
   ASSERT_EQ(blend.result.status, 0) << blend.result.output;
   EXPECT_EQ(blend.losses.size(), 8u);
   EXPECT_NE(blend.result.output.find("data: " + a + ":"), std::string::npos) << blend.result.output;
   EXPECT_NE(blend.result.output.find("data: " + b + ":"), std::string::npos) << blend.result.output;
-  TrainRun other = testing::train(2, kModel + " --use-torch-fsdp2 --data-path 0.3 " + a + " 0.7 " + b);
+  TrainRun other = testing::train(2, kRealDataModel + " --use-torch-fsdp2 --data-path 0.3 " + a + " 0.7 " + b);
   ASSERT_EQ(other.result.status, 0) << other.result.output;
   EXPECT_NE(other.losses, blend.losses) << "the blend weights change nothing";
 }
@@ -96,7 +96,7 @@ std::map<std::pair<std::string, int64_t>, double> read_tensorboard(const std::st
 TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
   const std::string dir = testing::scratch_dir();
   const std::string data = fortune_dataset(dir, "cookie", "cookie");
-  TrainRun run = testing::train(2, kModel + " --use-torch-fsdp2 --data-path " + data + " --exit-interval 6 --peak-tflops 0.5 " +
+  TrainRun run = testing::train(2, kRealDataModel + " --use-torch-fsdp2 --data-path " + data + " --exit-interval 6 --peak-tflops 0.5 " +
                                        "--tensorboard-dir " + dir + "/tb");
   ASSERT_EQ(run.result.status, 0) << run.result.output;
   const std::string& out = run.result.output;
@@ -122,7 +122,7 @@ TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
   EXPECT_FALSE(tb.count({"lm loss", 7}));
 
   // The stop itself is logged even off the log interval.
-  TrainRun sparse = testing::train(1, kModel + " --data-path " + data + " --exit-interval 6 --log-interval 4");
+  TrainRun sparse = testing::train(1, kRealDataModel + " --data-path " + data + " --exit-interval 6 --log-interval 4");
   ASSERT_EQ(sparse.result.status, 0) << sparse.result.output;
   EXPECT_EQ(sparse.losses.size(), 2u) << sparse.result.output;
   EXPECT_NE(sparse.result.output.find(" iteration        6/       8 |"), std::string::npos) << sparse.result.output;
@@ -161,7 +161,7 @@ TEST(RealData, BadDataInputIsRefusedByName) {
        "fewer than one sample"},
   };
   for (const auto& c : cases) {
-    TrainRun run = testing::train(1, kModel + " " + c.flags);
+    TrainRun run = testing::train(1, kRealDataModel + " " + c.flags);
     EXPECT_NE(run.result.status, 0) << c.flags;
     EXPECT_NE(run.result.output.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n" << run.result.output;
   }

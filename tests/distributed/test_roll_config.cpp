@@ -7,7 +7,7 @@
 namespace megacpp {
 namespace {
 
-const std::string kFlags =
+const std::string kRollFlags =
     "--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
     "--ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --eval-iters 0 --seq-length 16 "
     "--micro-batch-size 2 --global-batch-size 8 --train-iters 6 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
@@ -16,7 +16,7 @@ const std::string kFlags =
 std::string shipped(const std::string& name) { return std::string(MEGACPP_SOURCE_DIR) + "/configs/fsdp2/" + name; }
 
 testing::TrainRun train_with(int ranks, const std::string& config, const std::string& extra = "") {
-  return testing::train(ranks, kFlags + " --fsdp2-config-path " + config + " " + extra);
+  return testing::train(ranks, kRollFlags + " --fsdp2-config-path " + config + " " + extra);
 }
 
 using testing::TrainRun;

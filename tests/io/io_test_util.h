@@ -1,7 +1,9 @@
 // Helpers shared by the torch-free I/O tests: a temporary directory removed on destruction,
-// whole-file byte I/O, an exception's message, and (from tests/support) running a command.
+// whole-file byte I/O, an exception's message, running a command (from tests/support) and a
+// Python reference script.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -52,6 +54,14 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// Runs the Python reference tests/reference/SCRIPT with `args`; a failure fails the test, naming
+// the command. True when it passed.
+inline bool reference_passes(const std::string& script, const std::string& args) {
+  const CommandResult r = run_command(reference_script(script) + " " + args);
+  EXPECT_EQ(r.status, 0) << script << " " << args << ":\n" << r.output;
+  return r.status == 0;
 }
 
 // The message of the `Exception` that `f` throws, or "" when it throws none.

@@ -19,14 +19,12 @@ using megacpp::serialization::unpickle;
 using megacpp::serialization::UnpickleHooks;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
-using megacpp::io_test::run_command;
+using megacpp::io_test::reference_passes;
 using megacpp::io_test::TempDir;
 using megacpp::io_test::write_bytes;
 using Kind = PyValue::Kind;
 
 namespace {
-
-const std::string kReference = megacpp::io_test::reference_script("pickle_reference.py") + " ";
 
 PyValue str(const std::string& s) { return PyValue::string(s); }
 // A byte string literal with its NULs.
@@ -103,12 +101,6 @@ PyValue sample_value(bool with_objects) {
 }
 
 // Runs pickle_reference.py; fails the test on a non-zero exit.
-bool reference(const std::string& args) {
-  const auto r = run_command(kReference + args);
-  EXPECT_EQ(r.status, 0) << "pickle_reference.py " << args << ":\n" << r.output;
-  return r.status == 0;
-}
-
 }  // namespace
 
 TEST(Pickle, RoundTripsEveryKind) {
@@ -160,7 +152,7 @@ TEST(Pickle, ReadsCPythonAtEveryProtocol) {
     SCOPED_TRACE("protocol " + std::to_string(protocol));
     const std::string path = dir / ("p" + std::to_string(protocol) + ".pkl");
     const bool plain = protocol < 2;  // protocols 0 and 1 spell dataclasses with copyreg._reconstructor
-    ASSERT_TRUE(reference("dump " + std::to_string(protocol) + " '" + path + "'" + (plain ? " plain" : "")));
+    ASSERT_TRUE(reference_passes("pickle_reference.py", "dump " + std::to_string(protocol) + " '" + path + "'" + (plain ? " plain" : "")));
     const PyValue value = unpickle(read_bytes(path), path);
     EXPECT_EQ(value, sample_value(!plain)) << value.repr();
     const PyValue& shared = value.find("shared")->items()[0];
@@ -171,7 +163,7 @@ TEST(Pickle, ReadsCPythonAtEveryProtocol) {
 TEST(Pickle, ReadsSetsAsLists) {
   TempDir dir;
   for (int protocol : {2, 4}) {
-    ASSERT_TRUE(reference("dump-sets " + std::to_string(protocol) + " '" + (dir / "s.pkl") + "'"));
+    ASSERT_TRUE(reference_passes("pickle_reference.py", "dump-sets " + std::to_string(protocol) + " '" + (dir / "s.pkl") + "'"));
     const PyValue v = unpickle(read_bytes(dir / "s.pkl"), "sets");
     EXPECT_EQ(*v.find("set"), PyValue::list({num(3)}));
     EXPECT_EQ(*v.find("frozen"), PyValue::list({num(4)}));
@@ -182,7 +174,7 @@ TEST(Pickle, ReadsSetsAsLists) {
 TEST(Pickle, CPythonReadsOurs) {
   TempDir dir;
   write_bytes(dir / "ours.pkl", pickle(sample_value(true)));
-  reference("check '" + (dir / "ours.pkl") + "'");
+  reference_passes("pickle_reference.py", "check '" + (dir / "ours.pkl") + "'");
 }
 
 TEST(Pickle, AccessorsNameWhatTheyGot) {

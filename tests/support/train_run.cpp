@@ -88,6 +88,8 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+CommandResult convert(const std::string& args) { return run_command(std::string(MEGACPP_CONVERT_BINARY) + " " + args); }
+
 std::string fsdp_flags(const std::string& dir, const std::string& name, const std::string& yaml) {
   return " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, name, yaml);
 }

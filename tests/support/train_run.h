@@ -41,6 +41,9 @@ TrainRun train_with(const std::string& program, int ranks, const std::string& fl
 // The losses and memory lines of the output of any command that trained (a launch script).
 TrainRun parse_training_output(CommandResult result);
 
+// `megacpp-convert ARGS`.
+CommandResult convert(const std::string& args);
+
 // " --use-torch-fsdp2 --fsdp2-config-path DIR/NAME" with `yaml` written there.
 std::string fsdp_flags(const std::string& dir, const std::string& name, const std::string& yaml);
 // The run exited 0 with `iterations` iteration lines, each loss finite and positive.

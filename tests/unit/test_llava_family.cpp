@@ -23,16 +23,16 @@ const std::vector<std::string> kTiny = {"--mock-data",        "--model-type", "l
                                         "--vision-hidden-size", "16",         "--vision-num-attention-heads", "2",
                                         "--img-h",            "8",            "--img-w",   "8",           "--patch-dim", "4"};
 
-TrainingArguments parse(std::vector<std::string> extra, std::vector<std::string> flags = kTiny) {
+TrainingArguments parse_llava(std::vector<std::string> extra, std::vector<std::string> flags = kTiny) {
   flags.insert(flags.end(), extra.begin(), extra.end());
   std::vector<const char*> argv{"megacpp-train"};
   for (auto& f : flags) argv.push_back(f.c_str());
   return parse_arguments(static_cast<int>(argv.size()), argv.data());
 }
 
-std::string error_of(std::vector<std::string> extra) {
+std::string llava_error_of(std::vector<std::string> extra) {
   try {
-    parse(std::move(extra));
+    parse_llava(std::move(extra));
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -42,7 +42,7 @@ std::string error_of(std::vector<std::string> extra) {
 const models::LlavaConfig& llava(const TrainingArguments& a) { return dynamic_cast<const models::LlavaConfig&>(*a.model); }
 
 TEST(LlavaFamily, FlagsBuildTheModelWithTheLanguageFamilysDefaults) {
-  const TrainingArguments a = parse({"--freeze-ViT"});
+  const TrainingArguments a = parse_llava({"--freeze-ViT"});
   const models::LlavaConfig& c = llava(a);
   const auto& text = dynamic_cast<const models::LlamaConfig&>(*c.text);
   EXPECT_EQ(text.num_layers, 3);
@@ -59,7 +59,7 @@ TEST(LlavaFamily, FlagsBuildTheModelWithTheLanguageFamilysDefaults) {
                                     "--seq-length", "32"};
   std::istringstream words(c.to_flags());
   for (std::string w; words >> w;) flags.push_back(w);
-  EXPECT_EQ(parse({}, flags).model->to_args(), c.to_args()) << c.to_flags();
+  EXPECT_EQ(parse_llava({}, flags).model->to_args(), c.to_args()) << c.to_flags();
   EXPECT_FALSE(c.checkpoint_must_match("freeze_vit"));
   EXPECT_TRUE(c.checkpoint_must_match("vision_hidden_size"));
   EXPECT_FALSE(c.checkpoint_must_match("max_position_embeddings")) << "the language model's own rule";
@@ -76,37 +76,37 @@ TEST(LlavaFamily, FlagsBuildTheModelWithTheLanguageFamilysDefaults) {
 TEST(LlavaArguments, PerTokenLossIsRefusedOnMaskedImageTextDataOnly) {
   // Token data counts every token, so megacpp's mean over micro-batches is Megatron's per-token
   // loss; image-text data's loss mask would make the two differ.
-  EXPECT_EQ(error_of({"--calculate-per-token-loss"}), "");
-  EXPECT_EQ(error_of({"--data-path", "captions.jsonl", "--calculate-per-token-loss"}),
+  EXPECT_EQ(llava_error_of({"--calculate-per-token-loss"}), "");
+  EXPECT_EQ(llava_error_of({"--data-path", "captions.jsonl", "--calculate-per-token-loss"}),
             "--calculate-per-token-loss is not supported on image-text data: its loss mask makes micro-batches count "
             "different numbers of tokens, and megacpp averages each micro-batch's masked tokens, then the micro-batches "
             "and ranks (Megatron's default); leave the flag out");
 }
 
 TEST(LlavaFamily, RefusesBadFlagsByName) {
-  EXPECT_NE(error_of({"--language-model-type", "gpt"}).find("--qk-layernorm is not read by --language-model-type gpt"), std::string::npos);
-  EXPECT_NE(error_of({"--language-model-type", "llava"}).find("the language model cannot itself be a LLaVA model"), std::string::npos);
-  EXPECT_NE(error_of({"--language-model-type", "nope"}).find("--language-model-type nope: --model-type 'nope' is not registered"),
+  EXPECT_NE(llava_error_of({"--language-model-type", "gpt"}).find("--qk-layernorm is not read by --language-model-type gpt"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--language-model-type", "llava"}).find("the language model cannot itself be a LLaVA model"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--language-model-type", "nope"}).find("--language-model-type nope: --model-type 'nope' is not registered"),
             std::string::npos);
-  EXPECT_NE(error_of({"--img-w", "16"}).find("--img-w 16 must equal --img-h 8"), std::string::npos);
-  EXPECT_NE(error_of({"--patch-dim", "3"}).find("--img-h (8) must be a positive multiple of --patch-dim (3)"), std::string::npos);
-  EXPECT_NE(error_of({"--image-token-id", "128"}).find("--image-token-id 128 is not in the language model's vocabulary of 128"),
+  EXPECT_NE(llava_error_of({"--img-w", "16"}).find("--img-w 16 must equal --img-h 8"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--patch-dim", "3"}).find("--img-h (8) must be a positive multiple of --patch-dim (3)"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--image-token-id", "128"}).find("--image-token-id 128 is not in the language model's vocabulary of 128"),
             std::string::npos);
-  EXPECT_NE(error_of({"--vision-feature-layer", "4"}).find("--vision-feature-layer 4 is not a hidden state of a 3-layer vision tower"),
+  EXPECT_NE(llava_error_of({"--vision-feature-layer", "4"}).find("--vision-feature-layer 4 is not a hidden state of a 3-layer vision tower"),
             std::string::npos);
-  EXPECT_NE(error_of({"--vision-feature-select-strategy", "cls"}).find("--vision-feature-select-strategy must be default"),
+  EXPECT_NE(llava_error_of({"--vision-feature-select-strategy", "cls"}).find("--vision-feature-select-strategy must be default"),
             std::string::npos);
-  EXPECT_NE(error_of({"--vision-model-type", "siglip"}).find("--vision-model-type siglip: only clip is implemented"), std::string::npos);
-  EXPECT_NE(error_of({"--vision-num-attention-heads", "3"}).find("--vision-hidden-size (16) must be a positive multiple of"),
+  EXPECT_NE(llava_error_of({"--vision-model-type", "siglip"}).find("--vision-model-type siglip: only clip is implemented"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--vision-num-attention-heads", "3"}).find("--vision-hidden-size (16) must be a positive multiple of"),
             std::string::npos);
-  EXPECT_NE(error_of({"--num-channels", "2"}).find("--num-channels must be 1 (grey) or 3 (RGB), got 2"), std::string::npos);
-  EXPECT_NE(error_of({"--image-mean", "0.5"}).find("--image-mean applies to image-text data (--data-path FILE.jsonl) only"),
+  EXPECT_NE(llava_error_of({"--num-channels", "2"}).find("--num-channels must be 1 (grey) or 3 (RGB), got 2"), std::string::npos);
+  EXPECT_NE(llava_error_of({"--image-mean", "0.5"}).find("--image-mean applies to image-text data (--data-path FILE.jsonl) only"),
             std::string::npos)
       << "with --mock-data it would do nothing";
   // A language model that takes no input embeddings is refused when built.
   std::vector<std::string> gpt = {"--mock-data", "--model-type", "llava", "--language-model-type", "gpt", "--img-h", "8", "--img-w", "8",
                                   "--patch-dim", "4"};
-  const TrainingArguments a = parse({}, gpt);
+  const TrainingArguments a = parse_llava({}, gpt);
   try {
     models::model_family("llava").build(*a.model, torch::TensorOptions().device(torch::kMeta));
     FAIL() << "GPT takes no inputs_embeds";
@@ -116,7 +116,7 @@ TEST(LlavaFamily, RefusesBadFlagsByName) {
 }
 
 TEST(LlavaFamily, HuggingFaceConfigAndNamesBothWays) {
-  const TrainingArguments a = parse({"--untie-embeddings-and-output-weights", "--vision-feature-layer", "1",
+  const TrainingArguments a = parse_llava({"--untie-embeddings-and-output-weights", "--vision-feature-layer", "1",
                                      "--vision-feature-select-strategy", "full"});
   const models::LlavaConfig& c = llava(a);
   const models::ModelFamily& family = models::model_family("llava");
