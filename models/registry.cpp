@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "parallel/module.h"
+
 namespace megacpp::models {
 namespace {
 
@@ -85,7 +87,10 @@ const ModelFamily& family_for_hf_model_type(const std::string& hf_model_type, co
 }
 
 std::shared_ptr<LanguageModel> create_model(const ModelConfig& config, const at::TensorOptions& options) {
-  return model_family(config.model_type()).build(config, options);
+  std::shared_ptr<LanguageModel> model = model_family(config.model_type()).build(config, options);
+  // On one rank as on many: a parameter FSDP could not reach fails here, not only when sharded.
+  parallel::require_parameters_in_slots(*model);
+  return model;
 }
 
 void load_model_library(const std::string& path) {

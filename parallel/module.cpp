@@ -1,5 +1,6 @@
 #include "parallel/module.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace megacpp::parallel {
@@ -77,6 +78,21 @@ std::vector<std::pair<std::string, Module*>> named_hookable_modules(torch::nn::M
     if (auto* m = dynamic_cast<Module*>(item.value().get())) out.emplace_back(item.key(), m);
   }
   return out;
+}
+
+void require_parameters_in_slots(torch::nn::Module& root) {
+  for (auto& [path, module] : named_hookable_modules(root)) {
+    for (auto& item : module->named_parameters(/*recurse=*/false)) {
+      const std::string& name = item.key();
+      const auto& slots = module->param_slots();
+      if (std::any_of(slots.begin(), slots.end(), [&](const Module::ParamSlot& s) { return s.name == name; })) continue;
+      const std::string where = path.empty() ? "the root module (" + module->name() + ")" : "module '" + path + "' (" + module->name() + ")";
+      throw std::invalid_argument(where + " holds parameter '" + name + "' outside a slot (torch's register_parameter): a "
+                                  "megacpp parallel::Module keeps each parameter in a slot, which FSDP points at the gathered "
+                                  "tensor during forward; register it with register_slot(\"" + name + "\", member, tensor) and "
+                                  "read the member in forward");
+    }
+  }
 }
 
 }  // namespace megacpp::parallel

@@ -90,4 +90,10 @@ class Module : public torch::nn::Module {
 // Every parallel::Module in `root`'s tree, pre-order, with dotted paths ("" for the root).
 std::vector<std::pair<std::string, Module*>> named_hookable_modules(torch::nn::Module& root);
 
+// The slot rule: a parallel::Module holds each of its parameters in a slot (register_slot), the
+// only way FSDP, recompute and offload can point its forward at another tensor. Throws
+// std::invalid_argument naming the first module in `root`'s tree with a parameter registered
+// otherwise (torch's register_parameter), the parameter and the fix.
+void require_parameters_in_slots(torch::nn::Module& root);
+
 }  // namespace megacpp::parallel

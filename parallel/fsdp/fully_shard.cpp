@@ -18,6 +18,7 @@ std::string join_path(const std::string& prefix, const std::string& name) {
 // deduplicated (a tensor shared by several slots is one parameter with several uses).
 std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const DeviceMesh& mesh,
                                                        const FullyShardOptions& options) {
+  require_parameters_in_slots(module);
   std::unordered_set<const c10::TensorImpl*> ignored;
   for (auto& p : options.ignored_params) ignored.insert(p.unsafeGetTensorImpl());
 
@@ -44,11 +45,17 @@ std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const Dev
       pending[it->second].uses.push_back({m, slot.name});
     }
   }
+  // What no slot holds belongs to a plain torch::nn::Module (require_parameters_in_slots covers
+  // parallel::Modules).
   for (auto& item : module.named_parameters(/*recurse=*/true)) {
     if (!seen.count(item.value().unsafeGetTensorImpl()) && !ignored.count(item.value().unsafeGetTensorImpl())) {
-      throw std::invalid_argument("fully_shard: parameter '" + item.key() +
-                                  "' belongs to a module that is not a megacpp parallel::Module; "
-                                  "it cannot be sharded (ignore it or make the module a parallel::Module)");
+      const std::string& key = item.key();
+      const size_t dot = key.rfind('.');
+      const std::string owner = dot == std::string::npos ? "the root module" : "module '" + key.substr(0, dot) + "'";
+      throw std::invalid_argument("fully_shard: parameter '" + key + "' belongs to " + owner +
+                                  ", a torch::nn::Module that is not a megacpp parallel::Module, so FSDP cannot shard it: "
+                                  "build that module on parallel::Module (models/layers has Linear, Embedding and the "
+                                  "norms) or leave it unsharded (ignored_modules)");
     }
   }
   const FSDPParam::Placement placement{options.device, options.mixed_precision.param_dtype.value_or(torch::kFloat),
