@@ -82,11 +82,11 @@ std::vector<std::pair<std::string, Module*>> named_hookable_modules(torch::nn::M
 
 void require_parameters_in_slots(torch::nn::Module& root) {
   for (auto& [path, module] : named_hookable_modules(root)) {
+    const auto& slots = module->param_slots();
     for (auto& item : module->named_parameters(/*recurse=*/false)) {
       const std::string& name = item.key();
-      const auto& slots = module->param_slots();
       if (std::any_of(slots.begin(), slots.end(), [&](const Module::ParamSlot& s) { return s.name == name; })) continue;
-      const std::string where = path.empty() ? "the root module (" + module->name() + ")" : "module '" + path + "' (" + module->name() + ")";
+      const std::string where = (path.empty() ? "the root module" : "module '" + path + "'") + " (" + module->name() + ")";
       throw std::invalid_argument(where + " holds parameter '" + name + "' outside a slot (torch's register_parameter): a "
                                   "megacpp parallel::Module keeps each parameter in a slot, which FSDP points at the gathered "
                                   "tensor during forward; register it with register_slot(\"" + name + "\", member, tensor) and "

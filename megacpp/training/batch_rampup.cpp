@@ -3,14 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "megacpp/errors.h"
+
 namespace megacpp::training {
-namespace {
-
-void require_rampup(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument("--rampup-batch-size: " + message);
-}
-
-}  // namespace
 
 BatchRampup::BatchRampup(const TrainingArguments& args, int64_t global_batch, int64_t micro_step)
     : global_(global_batch), micro_step_(micro_step) {
@@ -18,15 +13,16 @@ BatchRampup::BatchRampup(const TrainingArguments& args, int64_t global_batch, in
   start_ = args.rampup_batch_size[0];
   increment_ = args.rampup_batch_size[1];
   ramp_samples_ = args.rampup_batch_size[2];
-  const std::string ramp = std::to_string(start_) + " " + std::to_string(increment_) + " " + std::to_string(ramp_samples_);
-  require_rampup(start_ < global_, ramp + ": the start (" + std::to_string(start_) + ") must be below --global-batch-size (" +
-                                std::to_string(global_) + ")");
-  require_rampup((global_ - start_) % increment_ == 0, ramp + ": the increment must divide --global-batch-size minus the start (" +
-                                                    std::to_string(global_ - start_) + ")");
+  const std::string ramp = "--rampup-batch-size: " + std::to_string(start_) + " " + std::to_string(increment_) + " " +
+                           std::to_string(ramp_samples_);
+  require(start_ < global_,
+          ramp + ": the start (" + std::to_string(start_) + ") must be below --global-batch-size (" + std::to_string(global_) + ")");
+  require((global_ - start_) % increment_ == 0,
+          ramp + ": the increment must divide --global-batch-size minus the start (" + std::to_string(global_ - start_) + ")");
   for (int64_t batch = start_; batch <= global_; batch += increment_) {
-    require_rampup(batch % micro_step_ == 0, ramp + ": the batch of " + std::to_string(batch) +
-                                          " samples is not a whole number of micro-batches x data-parallel size (" +
-                                          std::to_string(micro_step_) + ")");
+    require(batch % micro_step_ == 0, ramp + ": the batch of " + std::to_string(batch) +
+                                      " samples is not a whole number of micro-batches x data-parallel size (" +
+                                      std::to_string(micro_step_) + ")");
   }
   samples_per_increment_ = static_cast<double>(ramp_samples_) / static_cast<double>((global_ - start_) / increment_);
 }

@@ -49,11 +49,10 @@ std::vector<std::unique_ptr<FSDPParam>> collect_params(Module& module, const Dev
   // parallel::Modules).
   for (auto& item : module.named_parameters(/*recurse=*/true)) {
     if (!seen.count(item.value().unsafeGetTensorImpl()) && !ignored.count(item.value().unsafeGetTensorImpl())) {
+      // Never the root's own: the root is a parallel::Module, checked above.
       const std::string& key = item.key();
-      const size_t dot = key.rfind('.');
-      const std::string owner = dot == std::string::npos ? "the root module" : "module '" + key.substr(0, dot) + "'";
-      throw std::invalid_argument("fully_shard: parameter '" + key + "' belongs to " + owner +
-                                  ", a torch::nn::Module that is not a megacpp parallel::Module, so FSDP cannot shard it: "
+      throw std::invalid_argument("fully_shard: parameter '" + key + "' belongs to module '" + key.substr(0, key.rfind('.')) +
+                                  "', a torch::nn::Module that is not a megacpp parallel::Module, so FSDP cannot shard it: "
                                   "build that module on parallel::Module (models/layers has Linear, Embedding and the "
                                   "norms) or leave it unsharded (ignored_modules)");
     }
