@@ -24,8 +24,9 @@ const std::string kCheckpointModel =
     "--seq-length 16 --micro-batch-size 1 --global-batch-size 12 --log-interval 1 --lr 3e-3 --lr-warmup-iters 2 "
     "--eval-interval 5 --eval-iters 1 --train-iters 10 --untie-embeddings-and-output-weights";
 
+// fsdp_flags with the file named after its YAML, so that each layout is written once per directory.
 std::string fsdp_yaml_flags(const std::string& dir, const std::string& yaml) {
-  return " --use-torch-fsdp2 --fsdp2-config-path " + testing::write_file(dir, "fsdp_" + std::to_string(std::hash<std::string>{}(yaml)) + ".yaml", yaml);
+  return testing::fsdp_flags(dir, "fsdp_" + std::to_string(std::hash<std::string>{}(yaml)) + ".yaml", yaml);
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
 

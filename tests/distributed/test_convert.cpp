@@ -47,10 +47,7 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir, bo
   const std::string prefix = reader->format() == checkpoint::CheckpointFormat::torch_dcp() ? "model." : "";
   torch::NoGradGuard no_grad;
   for (auto& item : model.named_parameters()) item.value().copy_(reader->tensors().read_tensor(prefix + item.key()));
-  at::Tensor ids = torch::empty({2, 12}, torch::kLong);
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t s = 0; s < 12; ++s) ids[b][s] = testing::reference_tokens()[b][s];
-  return model(ids).detach();
+  return model(testing::token_ids(testing::reference_tokens())).detach();
 }
 
 TEST(Convert, ExportedFolderGivesMegacppsLogits) {

@@ -54,9 +54,7 @@ at::Tensor megacpp_logits(const std::string& root, const std::string& hf_dir) {
   for (auto& item : model->named_parameters()) {
     item.value().copy_(reader->tensors().read_tensor(reader->format().model_key(item.key())));
   }
-  at::Tensor ids = torch::tensor(testing::reference_tokens()[0]).unsqueeze(0);
-  ids = torch::cat({ids, torch::tensor(testing::reference_tokens()[1]).unsqueeze(0)});
-  return (*model)(ids).detach();
+  return (*model)(testing::token_ids(testing::reference_tokens())).detach();
 }
 
 TEST(CustomModel, Gpt2BuiltOutsideTheTreeTrainsOnEveryLayoutExportsAndImports) {

@@ -81,7 +81,6 @@ TEST(GptFamily, DropoutActsInTrainingOnlyAndRecomputeReplaysIt) {
 }
 
 TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
-  const std::string convert = MEGACPP_CONVERT_BINARY;
   struct Variant {
     std::string flags, activation;
     std::string imported_flags;  // Hugging Face's LayerNorm has no zero-centered form: imported, it is a plain one
@@ -96,7 +95,7 @@ TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
     const TrainRun trained = train(2, flags + " --save " + dir + "/ckpt --save-interval 6 --ckpt-format torch_dcp");
     expect_trained(trained, 6);
     const std::string hf = dir + "/hf";
-    const auto exported = testing::run_command(convert + " export --load " + dir + "/ckpt --output " + hf + " 2>&1");
+    const auto exported = testing::convert("export --load " + dir + "/ckpt --output " + hf);
     ASSERT_EQ(exported.status, 0) << exported.output;
     const nlohmann::json config = nlohmann::json::parse(testing::read_file(hf + "/config.json"));
     EXPECT_EQ(config["model_type"], "gpt2");
@@ -110,7 +109,7 @@ TEST(GptFamily, ExportsAGpt2FolderTheNumpyForwardAgreesWithAndImportsBack) {
     std::cout << variant.activation << ": max |megacpp - gpt2_forward.py| = " << diff << std::endl;
     EXPECT_LE(diff, 1e-4) << "max |megacpp - gpt2_forward.py| over the logits";
 
-    const auto imported = testing::run_command(convert + " import --input " + hf + " --save " + dir + "/imported 2>&1");
+    const auto imported = testing::convert("import --input " + hf + " --save " + dir + "/imported");
     ASSERT_EQ(imported.status, 0) << imported.output;
     EXPECT_NE(imported.output.find("--model-type gpt --num-layers 2"), std::string::npos) << imported.output;
     const TrainRun resumed = train(2, kGpt + variant.imported_flags + layers + " --load " + dir + "/imported");

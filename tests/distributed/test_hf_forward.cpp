@@ -40,13 +40,6 @@ std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaMode
   return model;
 }
 
-at::Tensor token_ids() {
-  at::Tensor ids = torch::empty({2, 12}, torch::kLong);
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t s = 0; s < 12; ++s) ids[b][s] = testing::reference_tokens()[b][s];
-  return ids;
-}
-
 // config.json + safetensors (fp32, HF names); several shards + index when max_shard_bytes is small.
 void write_hf_folder(const std::string& dir, const LlamaConfig& config,
                      const std::map<std::string, at::Tensor>& full_params, uint64_t max_shard_bytes) {
@@ -72,7 +65,7 @@ void expect_matches_reference(const std::string& what, const std::string& dir, c
 
 void check_unsharded(const std::string& what, const LlamaConfig& config) {
   auto model = initialize(std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat)));
-  at::Tensor logits = (*model)(token_ids()).detach();
+  at::Tensor logits = (*model)(testing::token_ids(testing::reference_tokens())).detach();
   const std::string dir = testing::scratch_dir();
   write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(*model), 1ull << 30);
   EXPECT_TRUE(std::ifstream(dir + "/model.safetensors").good());
@@ -95,7 +88,7 @@ TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
     // q_norm / k_norm [12] are sharded like every other parameter (6 rows per rank).
     EXPECT_EQ(model->named_parameters()["layers.0.self_attn.q_norm.weight"].size(0), 6);
     auto full = parallel::fsdp::gather_full_parameters(*model);  // collective
-    at::Tensor logits = (*model)(token_ids()).detach();
+    at::Tensor logits = (*model)(testing::token_ids(testing::reference_tokens())).detach();
     if (rt.rank() != 0) return;
     const std::string dir = testing::scratch_dir();
     write_hf_folder(dir, config, full, 20000);  // ~60 KB of weights: several shards + index

@@ -22,6 +22,7 @@
 #include "tests/support/distributed_test.h"
 #include "tests/support/hf_reference.h"
 #include "tests/support/tiny_llama.h"
+#include "tests/support/train_run.h"
 
 namespace megacpp {
 namespace {
@@ -136,13 +137,12 @@ TEST(LlavaForward, ConvertImportsBothLayoutsAndExportsWhatItRead) {
   for (const bool new_layout : {false, true}) {
     const std::string name = new_layout ? "new" : "legacy";
     write_folder(dir + "/" + name, settings, text, model, new_layout);
-    const auto imported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " import --input " + dir + "/" + name + " --save " +
-                                               dir + "/" + name + "_ckpt");
+    const auto imported = testing::convert("import --input " + dir + "/" + name + " --save " + dir + "/" + name + "_ckpt");
     ASSERT_EQ(imported.status, 0) << imported.output;
     EXPECT_NE(imported.output.find("--model-type llava --language-model-type llama --num-layers 2"), std::string::npos) << imported.output;
     EXPECT_NE(imported.output.find("--qk-layernorm"), std::string::npos) << imported.output;
     const std::string out = dir + "/" + name + "_export";
-    const auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/" + name + "_ckpt --output " + out);
+    const auto exported = testing::convert("export --load " + dir + "/" + name + "_ckpt --output " + out);
     ASSERT_EQ(exported.status, 0) << exported.output;
     const auto folder = serialization::SafetensorsCheckpoint::open(out);
     size_t checked = 0;

@@ -93,7 +93,7 @@ TEST(LlavaTraining, ExportIsTransformersLlavaAndImportsBackToTrain) {
   const std::string dir = testing::scratch_dir();
   const std::string data = " --data-path " + fashion_mnist(dir + "/fm", 32, 0) + "/train.jsonl";
   ASSERT_EQ(train(2, kLlavaModel + data + " --use-torch-fsdp2 --save " + dir + "/ckpt").result.status, 0);
-  const auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/ckpt --output " + dir + "/hf");
+  const auto exported = testing::convert("export --load " + dir + "/ckpt --output " + dir + "/hf");
   ASSERT_EQ(exported.status, 0) << exported.output;
   std::vector<std::vector<int64_t>> rows = {{kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, 97, 32, 112, 104},
                                             {104, 105, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, kByteLevelImageToken, 98, 10}};
@@ -105,7 +105,7 @@ TEST(LlavaTraining, ExportIsTransformersLlavaAndImportsBackToTrain) {
             << ours.abs().max().item<double>() << ")" << std::endl;
   EXPECT_LE(diff, 1e-4);
 
-  const auto imported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " import --input " + dir + "/hf --save " + dir + "/imported");
+  const auto imported = testing::convert("import --input " + dir + "/hf --save " + dir + "/imported");
   ASSERT_EQ(imported.status, 0) << imported.output;
   const TrainRun resumed = train(2, kLlavaModel + data + " --use-torch-fsdp2 --train-iters 2 --load " + dir + "/imported");
   testing::expect_trained(resumed, 2);

@@ -153,7 +153,7 @@ TEST(MixtureOfExperts, ExportsQwen3MoeThatTheNumpyForwardAgreesWithAndImportsBac
   const TrainRun trained = train(2, kMoe + layers + " --init-method-std 0.2 --save " + dir + "/ckpt --save-interval 10");
   expect_trained(trained, 10);
   const std::string hf = dir + "/hf";
-  const auto exported = testing::run_command(MEGACPP_CONVERT_BINARY " export --load " + dir + "/ckpt --output " + hf + " 2>&1");
+  const auto exported = testing::convert("export --load " + dir + "/ckpt --output " + hf);
   ASSERT_EQ(exported.status, 0) << exported.output;
   const nlohmann::json config = nlohmann::json::parse(testing::read_file(hf + "/config.json"));
   EXPECT_EQ(config["model_type"], "qwen3_moe");
@@ -176,7 +176,7 @@ TEST(MixtureOfExperts, ExportsQwen3MoeThatTheNumpyForwardAgreesWithAndImportsBac
   std::cout << "load_balancing_loss: megacpp " << auxiliary[0].value << ", hf_forward.py " << balance << std::endl;
   EXPECT_NEAR(auxiliary[0].value, balance, 1e-5 * balance);
 
-  const auto imported = testing::run_command(MEGACPP_CONVERT_BINARY " import --input " + hf + " --save " + dir + "/imported 2>&1");
+  const auto imported = testing::convert("import --input " + hf + " --save " + dir + "/imported");
   ASSERT_EQ(imported.status, 0) << imported.output;
   EXPECT_NE(imported.output.find("--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-layer-freq [1,0,1] "
                                  "--moe-aux-loss-coeff 0.01"),

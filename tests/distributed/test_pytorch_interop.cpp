@@ -128,8 +128,7 @@ TEST(Pytorch2, SafetensorsLibraryReadsExportedFolders) {
   fs::copy_file(MEGACPP_SOURCE_DIR "/tests/reference/pytorch2_hf_check.py", dir + "/check.py");
   for (const auto& [folder, options, dtype] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"hf32", " --max-shard-size 20000", "float32"}, {"hf16", " --dtype bfloat16", "bfloat16"}}) {
-    auto exported = testing::run_command(std::string(MEGACPP_CONVERT_BINARY) + " export --load " + dir + "/ckpt --output " + dir + "/" +
-                                         folder + options);
+    auto exported = testing::convert("export --load " + dir + "/ckpt --output " + dir + "/" + folder + options);
     ASSERT_EQ(exported.status, 0) << exported.output;
     auto checked = torch2->python(torch2->inside(dir + "/check.py") + " " + torch2->inside(dir + "/" + folder) + " " +
                                   torch2->inside(dir + "/final.pt") + " " + dtype);

@@ -36,6 +36,12 @@ at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std:
   return logits;
 }
 
+at::Tensor token_ids(const std::vector<std::vector<int64_t>>& tokens) {
+  std::vector<at::Tensor> rows;
+  for (const auto& row : tokens) rows.push_back(torch::tensor(row));
+  return torch::stack(rows);
+}
+
 const std::vector<std::vector<int64_t>>& reference_tokens() {
   static const std::vector<std::vector<int64_t>> tokens = {{3, 17, 42, 0, 8, 49, 21, 5, 33, 11, 26, 2},
                                                            {7, 7, 1, 30, 48, 2, 19, 26, 40, 13, 13, 45}};
@@ -55,9 +61,7 @@ at::Tensor checkpoint_logits(const std::string& root, const std::vector<std::vec
     item.value().copy_(from.tensors().read_tensor(from.format().model_key(item.key())));
   }
   model->eval();
-  std::vector<at::Tensor> rows;
-  for (const auto& row : tokens) rows.push_back(torch::tensor(row));
-  const at::Tensor ids = torch::stack(rows);
+  const at::Tensor ids = token_ids(tokens);
   at::Tensor logits = (images.defined() ? (*model)(parallel::Module::Tensors{ids, images})[0] : (*model)(ids)).detach();
   if (auxiliary) *auxiliary = model->auxiliary_losses();
   return logits;

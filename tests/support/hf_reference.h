@@ -22,6 +22,8 @@ at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std:
 
 // Two sequences of 12 token ids below 50, for comparing logits.
 const std::vector<std::vector<int64_t>>& reference_tokens();
+// `tokens` (rows of equal length) as an int64 tensor [batch, seq], a model's input.
+at::Tensor token_ids(const std::vector<std::vector<int64_t>>& tokens);
 
 // megacpp's logits for `tokens` with the model and weights of the checkpoint under `root` (its
 // latest iteration), built as its args describe it (LoRA adapters included) and run without
