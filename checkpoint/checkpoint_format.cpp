@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/dcp_io.h"
-#include "serialization/atomic_file.h"
-#include "serialization/torch_save.h"
+#include "io/serialization/atomic_file.h"
+#include "io/serialization/torch_save.h"
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
-using serialization::PyValue;
+using io::serialization::PyValue;
 
 CheckpointFormat CheckpointFormat::named(const std::string& name) {
   if (name == "torch_dcp") return torch_dcp();
@@ -25,7 +25,7 @@ CheckpointFormat CheckpointFormat::of_directory(const std::string& dir) {
   if (fs::exists(json)) {
     nlohmann::json meta;
     try {
-      meta = nlohmann::json::parse(read_whole_file(json.string()));
+      meta = nlohmann::json::parse(io::checkpoint::read_whole_file(json.string()));
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error(json.string() + ": not valid JSON (" + e.what() + ")");
     }
@@ -42,17 +42,17 @@ CheckpointFormat CheckpointFormat::of_directory(const std::string& dir) {
 
 std::string CheckpointFormat::name() const { return kind_ == Kind::kTorchDcp ? "torch_dcp" : "torch_dist"; }
 
-StatePath CheckpointFormat::model(const std::string& fqn) const {
+io::checkpoint::StatePath CheckpointFormat::model(const std::string& fqn) const {
   if (kind_ == Kind::kTorchDcp) return {"model", fqn};
   return {fqn};
 }
 
-StatePath CheckpointFormat::optimizer_state(const std::string& fqn, const std::string& name) const {
+io::checkpoint::StatePath CheckpointFormat::optimizer_state(const std::string& fqn, const std::string& name) const {
   if (kind_ == Kind::kTorchDcp) return {"optim", "state." + fqn + "." + name};
   return {"optimizer.state." + name + "." + fqn};
 }
 
-StatePath CheckpointFormat::param_group(const std::string& fqn, const std::string& hyperparameter) const {
+io::checkpoint::StatePath CheckpointFormat::param_group(const std::string& fqn, const std::string& hyperparameter) const {
   if (kind_ != Kind::kTorchDcp) throw std::logic_error("torch_dist keeps no per-parameter param groups");
   return {"optim", "param_groups." + fqn + "." + hyperparameter};
 }
@@ -70,19 +70,19 @@ void CheckpointFormat::write_index_files(const UnshardedState& unsharded, const 
   if (kind_ != Kind::kTorchDist) return;
   std::vector<std::pair<PyValue, PyValue>> common;
   for (const auto& [key, value] : unsharded) common.emplace_back(PyValue::string(key), value);
-  serialization::write_file_atomically((fs::path(dir) / "common.pt").string(),
-                                       serialization::torch_save(PyValue::dict(std::move(common))));
+  io::serialization::write_file_atomically((fs::path(dir) / "common.pt").string(),
+                                       io::serialization::torch_save(PyValue::dict(std::move(common))));
   const nlohmann::json metadata = {{"sharded_backend", "torch_dist"},
                                    {"sharded_backend_version", 1},
                                    {"common_backend", "torch"},
                                    {"common_backend_version", 1}};
-  serialization::write_file_atomically((fs::path(dir) / "metadata.json").string(), metadata.dump());
+  io::serialization::write_file_atomically((fs::path(dir) / "metadata.json").string(), metadata.dump());
 }
 
 std::optional<PyValue> CheckpointFormat::read_common(const std::string& dir) const {
   if (kind_ != Kind::kTorchDist) return std::nullopt;
   const std::string path = (fs::path(dir) / "common.pt").string();
-  PyValue common = serialization::torch_load(read_whole_file(path), path);
+  PyValue common = io::serialization::torch_load(io::checkpoint::read_whole_file(path), path);
   if (common.kind() != PyValue::Kind::kDict) throw std::runtime_error(path + ": expected a dict, found " + common.repr());
   return common;
 }

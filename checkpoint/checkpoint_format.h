@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/layout.h"
-#include "serialization/pickle.h"
+#include "io/checkpoint/layout.h"
+#include "io/serialization/pickle.h"
 
 namespace megacpp::checkpoint {
 
@@ -24,7 +24,7 @@ struct RankItems;
 
 // The state of a save that is not sharded (the coordinator's), by key: torch_dist writes it as
 // common.pt; torch_dcp keeps it among the DCP items.
-using UnshardedState = std::vector<std::pair<std::string, serialization::PyValue>>;
+using UnshardedState = std::vector<std::pair<std::string, io::serialization::PyValue>>;
 
 class CheckpointFormat {
  public:
@@ -42,26 +42,26 @@ class CheckpointFormat {
   bool operator!=(const CheckpointFormat& other) const { return kind_ != other.kind_; }
 
   // Where parameter `fqn` is: {"model", fqn} (PyTorch's {"model": state_dict}) or {fqn}.
-  StatePath model(const std::string& fqn) const;
-  std::string model_key(const std::string& fqn) const { return flat_key(model(fqn)); }
+  io::checkpoint::StatePath model(const std::string& fqn) const;
+  std::string model_key(const std::string& fqn) const { return io::checkpoint::flat_key(model(fqn)); }
   // AdamW state `name` (exp_avg, exp_avg_sq; torch_dcp also step) of parameter `fqn`.
-  StatePath optimizer_state(const std::string& fqn, const std::string& name) const;
+  io::checkpoint::StatePath optimizer_state(const std::string& fqn, const std::string& name) const;
   // torch_dcp keeps AdamW's step and its group's hyperparameters per parameter (PyTorch's
   // flattened optimizer state dict), at param_group(); torch_dist keeps the param groups, with
   // the step, as "optimizer" in common.pt.
   bool optimizer_groups_per_parameter() const { return kind_ == Kind::kTorchDcp; }
-  StatePath param_group(const std::string& fqn, const std::string& hyperparameter) const;
+  io::checkpoint::StatePath param_group(const std::string& fqn, const std::string& hyperparameter) const;
 
   // Adds state that is not sharded (the coordinator's) to a save: to `unsharded` (torch_dist)
   // or, a dict split into one item per leaf as PyTorch's dcp.save splits it, to `items`.
   void add_unsharded(RankItems& items, UnshardedState& unsharded, const std::string& key,
-                     serialization::PyValue value) const;
+                     io::serialization::PyValue value) const;
   // Writes the files this format keeps beside .metadata in `dir` (torch_dist: common.pt with
   // `unsharded`, and metadata.json).
   void write_index_files(const UnshardedState& unsharded, const std::string& dir) const;
   // The unsharded state of the checkpoint in `dir` as one dict (torch_dist's common.pt);
   // nullopt where it is kept as DCP items.
-  std::optional<serialization::PyValue> read_common(const std::string& dir) const;
+  std::optional<io::serialization::PyValue> read_common(const std::string& dir) const;
 
  private:
   enum class Kind { kTorchDcp, kTorchDist };

@@ -6,7 +6,7 @@
 
 #include "checkpoint/model_args.h"
 #include "models/registry.h"
-#include "serialization/atomic_file.h"
+#include "io/serialization/atomic_file.h"
 
 namespace megacpp::checkpoint {
 
@@ -26,8 +26,8 @@ std::shared_ptr<models::LanguageModel> load_checkpoint_model(const CheckpointRea
     if (!reader.tensors().has(key)) throw std::runtime_error(reader.dir() + ": no weight '" + item.key() + "' (key '" + key + "')");
     const at::Tensor saved = reader.tensors().read_tensor(key);
     if (saved.sizes() != item.value().sizes()) {
-      throw std::runtime_error(reader.dir() + ": '" + item.key() + "' has shape " + serialization::shape_string(saved.sizes().vec()) +
-                               ", the model needs " + serialization::shape_string(item.value().sizes().vec()));
+      throw std::runtime_error(reader.dir() + ": '" + item.key() + "' has shape " + io::serialization::shape_string(saved.sizes().vec()) +
+                               ", the model needs " + io::serialization::shape_string(item.value().sizes().vec()));
     }
     item.value().copy_(saved);
   }

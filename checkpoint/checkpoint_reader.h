@@ -8,7 +8,7 @@
 
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/dcp_io.h"
-#include "checkpoint/layout.h"
+#include "io/checkpoint/layout.h"
 
 namespace megacpp::checkpoint {
 
@@ -25,18 +25,18 @@ class CheckpointReader {
 
   const std::string& dir() const { return dcp_.dir(); }
   CheckpointFormat format() const { return format_; }
-  int64_t iteration() const { return iteration_; }  // kReleaseIteration for release
+  int64_t iteration() const { return iteration_; }  // io::checkpoint::kReleaseIteration for release
   const DcpReader& tensors() const { return dcp_; }
 
   // Non-sharded state: common.pt's entries for torch_dist, DCP objects for torch_dcp.
   bool has_object(const std::string& key) const;
-  serialization::PyValue object(const std::string& key) const;
+  io::serialization::PyValue object(const std::string& key) const;
 
  private:
   CheckpointFormat format_;
   int64_t iteration_;
   DcpReader dcp_;
-  std::optional<serialization::PyValue> common_;  // torch_dist's common.pt
+  std::optional<io::serialization::PyValue> common_;  // torch_dist's common.pt
 };
 
 }  // namespace megacpp::checkpoint

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "checkpoint/index_checksums.h"
+#include "io/checkpoint/index_checksums.h"
 #include "parallel/store_values.h"
 
 namespace megacpp::checkpoint {
@@ -47,7 +47,7 @@ void tidy_save_directory(const std::string& root) {
       fs::remove_all(path);
     }
   }
-  serialization::fsync_directory(root);
+  io::serialization::fsync_directory(root);
 }
 
 // Tests make saves slow on purpose to kill a rank in the middle of one.
@@ -66,7 +66,7 @@ void test_kill_at(const char* step) {
 
 }  // namespace
 
-void SaveJob::add_unsharded(const std::string& key, serialization::PyValue value) {
+void SaveJob::add_unsharded(const std::string& key, io::serialization::PyValue value) {
   format.add_unsharded(items, common, key, std::move(value));
 }
 
@@ -89,7 +89,7 @@ void CheckpointSaver::finish() {
 void CheckpointSaver::save(SaveJob job, bool async) {
   finish();
   const std::string prefix = "megacpp/checkpoint/" + std::to_string(saves_++) + "/";
-  const std::string final_dir = checkpoint_dir(job.root, job.iteration);
+  const std::string final_dir = io::checkpoint::checkpoint_dir(job.root, job.iteration);
   const std::string tmp_dir = final_dir + ".tmp";
   if (rank_ == 0) {
     try {
@@ -123,7 +123,7 @@ void CheckpointSaver::save(SaveJob job, bool async) {
 void CheckpointSaver::write(const SaveJob& job, const std::string& tmp_dir, const std::string& prefix) {
   const std::string part_key = prefix + "part/" + std::to_string(rank_);
   const std::string done_key = prefix + "done";
-  DcpMetadata part;
+  io::checkpoint::DcpMetadata part;
   try {
     part = write_rank_file(tmp_dir, rank_, job.items);
     test_delay();
@@ -149,14 +149,14 @@ void CheckpointSaver::write(const SaveJob& job, const std::string& tmp_dir, cons
 }
 
 void CheckpointSaver::collect_and_publish(const SaveJob& job, const std::string& tmp_dir, const std::string& prefix) {
-  DcpMetadata merged;
+  io::checkpoint::DcpMetadata merged;
   for (int r = 0; r < world_size_; ++r) {
     const std::string key = prefix + "part/" + std::to_string(r);
     const std::string text = parallel::store_text(store_->get(key));
     if (text.rfind(kFailed, 0) == 0) {
       throw std::runtime_error("rank " + std::to_string(r) + " could not write its part: " + text.substr(kFailed.size()));
     }
-    merge_metadata(merged, DcpMetadata::parse(text, "rank " + std::to_string(r) + "'s checkpoint index"));
+    merge_metadata(merged, io::checkpoint::DcpMetadata::parse(text, "rank " + std::to_string(r) + "'s checkpoint index"));
     store_->deleteKey(key);
   }
   publish_checkpoint(job, tmp_dir, merged);
@@ -168,27 +168,27 @@ void CheckpointSaver::collect_and_publish(const SaveJob& job, const std::string&
 // iter_N.old is removed. A kill between the two renames leaves no iter_N; CheckpointReader
 // then loads iter_N.old, the copy the tracker named when it was written, and says so. Each
 // rename is made durable (the directory fsync'ed) before the next step.
-void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const DcpMetadata& index) {
+void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const io::checkpoint::DcpMetadata& index) {
   write_metadata_file(tmp_dir, index);
   job.format.write_index_files(job.common, tmp_dir);
-  write_index_checksums(tmp_dir, job.iteration);
-  serialization::fsync_directory(tmp_dir);
-  const std::string final_dir = checkpoint_dir(job.root, job.iteration);
+  io::checkpoint::write_index_checksums(tmp_dir, job.iteration);
+  io::serialization::fsync_directory(tmp_dir);
+  const std::string final_dir = io::checkpoint::checkpoint_dir(job.root, job.iteration);
   if (fs::exists(final_dir)) {
-    const std::string old = previous_copy_dir(final_dir);
+    const std::string old = io::checkpoint::previous_copy_dir(final_dir);
     fs::remove_all(old);
     fs::rename(final_dir, old);
-    serialization::fsync_directory(job.root);
+    io::serialization::fsync_directory(job.root);
     test_kill_at("after-rename-to-old");  // iter_N.old and iter_N.tmp, no iter_N
     fs::rename(tmp_dir, final_dir);
-    serialization::fsync_directory(job.root);
+    io::serialization::fsync_directory(job.root);
     test_kill_at("after-rename-into-place");  // iter_N and iter_N.old
     fs::remove_all(old);
   } else {
     fs::rename(tmp_dir, final_dir);
-    serialization::fsync_directory(job.root);
+    io::serialization::fsync_directory(job.root);
   }
-  write_tracker(job.root, job.iteration);
+  io::checkpoint::write_tracker(job.root, job.iteration);
   spdlog::info("saved checkpoint at iteration {} to {} ({})", job.iteration, final_dir, job.format.name());
 }
 

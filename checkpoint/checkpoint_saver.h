@@ -18,7 +18,7 @@
 
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/dcp_io.h"
-#include "checkpoint/layout.h"
+#include "io/checkpoint/layout.h"
 
 namespace c10d {
 class Store;
@@ -36,13 +36,13 @@ struct SaveJob {
 
   // Non-sharded state (the coordinator's): common.pt for torch_dist; for torch_dcp DCP items,
   // a dict split into one item per leaf as PyTorch's dcp.save splits it.
-  void add_unsharded(const std::string& key, serialization::PyValue value);
+  void add_unsharded(const std::string& key, io::serialization::PyValue value);
 };
 
 // The last step of every save, by one process: writes the index of the rank files in
 // `tmp_dir` (.metadata; for torch_dist also common.pt and metadata.json), renames `tmp_dir`
 // to ROOT/iter_N (replacing an older copy) and only then points the tracker at it.
-void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const DcpMetadata& index);
+void publish_checkpoint(const SaveJob& job, const std::string& tmp_dir, const io::checkpoint::DcpMetadata& index);
 
 class CheckpointSaver {
  public:

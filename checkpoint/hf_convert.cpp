@@ -16,7 +16,7 @@
 #include "checkpoint/lora_export.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "models/registry.h"
 
 namespace megacpp::checkpoint {
@@ -62,7 +62,7 @@ const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, con
 // The checkpoint under `root`; throws naming `flag` when there is none.
 CheckpointReader open_checkpoint(const std::string& root, std::optional<int64_t> step, const std::string& flag) {
   auto reader = CheckpointReader::open(root, step, flag);
-  if (!reader) throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + tracker_path(root) + ")");
+  if (!reader) throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + io::checkpoint::tracker_path(root) + ")");
   return std::move(*reader);
 }
 
@@ -80,8 +80,8 @@ std::map<std::string, at::Tensor> read_weights(const CheckpointReader& reader,
     }
     at::Tensor t = reader.tensors().read_tensor(key);
     if (t.sizes().vec() != shape) {
-      throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
-                               " but the model in args needs " + serialization::shape_string(shape));
+      throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + io::serialization::shape_string(t.sizes().vec()) +
+                               " but the model in args needs " + io::serialization::shape_string(shape));
     }
     weights.emplace(fqn, t);
   }
@@ -121,11 +121,11 @@ std::string export_hf(const HfExportOptions& options) {
     if (hf.offset != 0.0) t = t.to(at::kFloat) + hf.offset;
     tensors.emplace_back(hf.name, (hf.transposed ? t.t() : t).to(type).contiguous());
   }
-  std::vector<std::pair<std::string, serialization::TensorView>> views;
+  std::vector<std::pair<std::string, io::serialization::TensorView>> views;
   for (const auto& [name, t] : tensors) views.emplace_back(name, safetensors_view(t));
   fs::create_directories(options.output);
-  const serialization::ShardPlan plan = serialization::save_safetensors_sharded(options.output, views, options.max_shard_bytes);
-  serialization::write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
+  const io::serialization::ShardPlan plan = io::serialization::save_safetensors_sharded(options.output, views, options.max_shard_bytes);
+  io::serialization::write_file_atomically((fs::path(options.output) / "config.json").string(), family.to_hf_config(config, options.dtype).dump(2) + "\n");
   std::ostringstream summary;
   summary << "exported " << tensors.size() << " tensors (" << options.dtype << ", " << plan.filenames.size() << " file"
           << (plan.filenames.size() > 1 ? "s" : "") << (lora.rank > 0 ? ", LoRA adapters merged" : "") << ") from " << reader.dir()
@@ -139,15 +139,15 @@ std::string import_hf(const HfImportOptions& options) {
   const models::ModelFamily& family = family_of_hf_config(hf_config, config_path, options.model_type);
   const auto config_ptr = family.from_hf_config(hf_config, config_path);
   const models::ModelConfig& config = *config_ptr;
-  const serialization::SafetensorsCheckpoint weights = serialization::SafetensorsCheckpoint::open(options.input);
+  const io::serialization::SafetensorsCheckpoint weights = io::serialization::SafetensorsCheckpoint::open(options.input);
 
-  if (read_tracker(options.save)) {
-    throw std::runtime_error("--save " + options.save + " already holds checkpoints (" + tracker_path(options.save) +
+  if (io::checkpoint::read_tracker(options.save)) {
+    throw std::runtime_error("--save " + options.save + " already holds checkpoints (" + io::checkpoint::tracker_path(options.save) +
                              "); import into a new directory");
   }
   SaveJob job;
   job.root = options.save;
-  job.iteration = kReleaseIteration;
+  job.iteration = io::checkpoint::kReleaseIteration;
   job.format = options.format;
   // Every tensor of the folder must be one the family knows (it throws for others); a family
   // may read several layouts (LLaVA's before and after transformers 4.52), so the folder's own
@@ -162,12 +162,12 @@ std::string import_hf(const HfImportOptions& options) {
     if (!weights.contains(hf.name)) {
       throw std::runtime_error(options.input + ": no tensor '" + hf.name + "' (the model of " + config_path + " needs it)");
     }
-    const serialization::TensorView view = weights.tensor(hf.name);
+    const io::serialization::TensorView view = weights.tensor(hf.name);
     const std::string what = (fs::path(options.input) / weights.filename_of(hf.name)).string() + ", tensor '" + hf.name + "'";
     const std::vector<int64_t> hf_shape = hf.transposed ? transposed(shape) : shape;
     if (view.shape != hf_shape) {
-      throw std::runtime_error(what + ": shape " + serialization::shape_string(view.shape) + ", the model of " + config_path + " needs " +
-                               serialization::shape_string(hf_shape));
+      throw std::runtime_error(what + ": shape " + io::serialization::shape_string(view.shape) + ", the model of " + config_path + " needs " +
+                               io::serialization::shape_string(hf_shape));
     }
     at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(from_safetensors_dtype(view.dtype, what)));
     if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
@@ -177,10 +177,10 @@ std::string import_hf(const HfImportOptions& options) {
   }
   nlohmann::json args = config.to_args();
   args["model_type"] = config.model_type();
-  job.add_unsharded("iteration", serialization::PyValue::integer(0));
-  job.add_unsharded("checkpoint_version", serialization::PyValue::real(kCheckpointVersion));
+  job.add_unsharded("iteration", io::serialization::PyValue::integer(0));
+  job.add_unsharded("checkpoint_version", io::serialization::PyValue::real(io::checkpoint::kCheckpointVersion));
   job.add_unsharded("args", args_namespace(args));
-  const std::string tmp = checkpoint_dir(options.save, kReleaseIteration) + ".tmp";
+  const std::string tmp = io::checkpoint::checkpoint_dir(options.save, io::checkpoint::kReleaseIteration) + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   publish_checkpoint(job, tmp, write_rank_file(tmp, 0, job.items));

@@ -13,7 +13,7 @@
 #include "models/layers/linear.h"
 #include "models/registry.h"
 #include "parallel/module.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 
 namespace megacpp::checkpoint {
 namespace fs = std::filesystem;
@@ -38,8 +38,8 @@ at::Tensor read_factor(const CheckpointReader& reader, const std::string& fqn, c
   if (!reader.tensors().has(key)) throw std::runtime_error(reader.dir() + ": no LoRA adapter '" + fqn + "' (key '" + key + "')");
   at::Tensor t = reader.tensors().read_tensor(key);
   if (t.sizes().vec() != shape) {
-    throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + serialization::shape_string(t.sizes().vec()) +
-                             " but its args' LoRA settings give " + serialization::shape_string(shape));
+    throw std::runtime_error(reader.dir() + ": '" + fqn + "' has shape " + io::serialization::shape_string(t.sizes().vec()) +
+                             " but its args' LoRA settings give " + io::serialization::shape_string(shape));
   }
   return t.to(at::kFloat);
 }
@@ -121,11 +121,11 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
     tensors.emplace_back("base_model.model." + module + ".lora_A.weight", a.down.to(dtype).contiguous());
     tensors.emplace_back("base_model.model." + module + ".lora_B.weight", a.up.to(dtype).contiguous());
   }
-  std::map<std::string, serialization::TensorView> views;
+  std::map<std::string, io::serialization::TensorView> views;
   for (const auto& [name, t] : tensors) views.emplace(name, safetensors_view(t));
   fs::create_directories(output);
-  serialization::write_safetensors((fs::path(output) / "adapter_model.safetensors").string(), views,
-                                   serialization::SafetensorsMetadata{{"format", "pt"}});
+  io::serialization::write_safetensors((fs::path(output) / "adapter_model.safetensors").string(), views,
+                                   io::serialization::SafetensorsMetadata{{"format", "pt"}});
   const nlohmann::json config_json = {
       {"alpha_pattern", nlohmann::json::object()}, {"auto_mapping", nullptr},
       {"base_model_name_or_path", base_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(base_model)},
@@ -136,7 +136,7 @@ std::string export_peft(const CheckpointReader& adapters, const models::ModelCon
       {"r", settings.rank}, {"rank_pattern", nlohmann::json::object()}, {"revision", nullptr},
       {"target_modules", peft_targets(config, model, adapted)}, {"task_type", "CAUSAL_LM"},
       {"use_dora", false}, {"use_rslora", false}};
-  serialization::write_file_atomically((fs::path(output) / "adapter_config.json").string(), config_json.dump(2) + "\n");
+  io::serialization::write_file_atomically((fs::path(output) / "adapter_config.json").string(), config_json.dump(2) + "\n");
   std::ostringstream summary;
   summary << "exported " << tensors.size() / 2 << " LoRA adapters (rank " << settings.rank << ", " << c10::toString(dtype)
           << ") from " << adapters.dir() << " to " << output << " as a PEFT folder";

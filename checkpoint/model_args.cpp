@@ -6,18 +6,18 @@
 namespace megacpp::checkpoint {
 namespace {
 
-serialization::PyValue to_py(const std::string& key, const nlohmann::json& value) {
+io::serialization::PyValue to_py(const std::string& key, const nlohmann::json& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null: return serialization::PyValue::none();
-    case nlohmann::json::value_t::boolean: return serialization::PyValue::boolean(value.get<bool>());
+    case nlohmann::json::value_t::null: return io::serialization::PyValue::none();
+    case nlohmann::json::value_t::boolean: return io::serialization::PyValue::boolean(value.get<bool>());
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return serialization::PyValue::integer(value.get<int64_t>());
-    case nlohmann::json::value_t::number_float: return serialization::PyValue::real(value.get<double>());
-    case nlohmann::json::value_t::string: return serialization::PyValue::string(value.get<std::string>());
+    case nlohmann::json::value_t::number_unsigned: return io::serialization::PyValue::integer(value.get<int64_t>());
+    case nlohmann::json::value_t::number_float: return io::serialization::PyValue::real(value.get<double>());
+    case nlohmann::json::value_t::string: return io::serialization::PyValue::string(value.get<std::string>());
     case nlohmann::json::value_t::array: {  // argparse's nargs='+' (e.g. MindSpeed's lora_target_modules)
-      std::vector<serialization::PyValue> items;
+      std::vector<io::serialization::PyValue> items;
       for (const auto& item : value) items.push_back(to_py(key, item));
-      return serialization::PyValue::list(std::move(items));
+      return io::serialization::PyValue::list(std::move(items));
     }
     default: throw std::invalid_argument("args field '" + key + "': " + value.dump() + " is not a plain value");
   }
@@ -25,21 +25,21 @@ serialization::PyValue to_py(const std::string& key, const nlohmann::json& value
 
 }  // namespace
 
-serialization::PyValue args_namespace(const nlohmann::json& fields, std::vector<std::pair<serialization::PyValue, serialization::PyValue>> extra) {
-  std::vector<std::pair<serialization::PyValue, serialization::PyValue>> items;
-  for (const auto& [key, value] : fields.items()) items.emplace_back(serialization::PyValue::string(key), to_py(key, value));
+io::serialization::PyValue args_namespace(const nlohmann::json& fields, std::vector<std::pair<io::serialization::PyValue, io::serialization::PyValue>> extra) {
+  std::vector<std::pair<io::serialization::PyValue, io::serialization::PyValue>> items;
+  for (const auto& [key, value] : fields.items()) items.emplace_back(io::serialization::PyValue::string(key), to_py(key, value));
   for (auto& item : extra) items.push_back(std::move(item));
-  return serialization::PyValue::object(serialization::PyValue::global("argparse", "Namespace"), serialization::PyValue::tuple({}), serialization::PyValue::dict(std::move(items)),
+  return io::serialization::PyValue::object(io::serialization::PyValue::global("argparse", "Namespace"), io::serialization::PyValue::tuple({}), io::serialization::PyValue::dict(std::move(items)),
                          /*newobj=*/true);
 }
 
-const serialization::PyValue& args_fields(const serialization::PyValue& args) { return args.kind() == serialization::PyValue::Kind::kObject ? args.state() : args; }
+const io::serialization::PyValue& args_fields(const io::serialization::PyValue& args) { return args.kind() == io::serialization::PyValue::Kind::kObject ? args.state() : args; }
 
 namespace {
 
 // A plain value, or a list of them; nothing for other objects.
-std::optional<nlohmann::json> plain_json(const serialization::PyValue& value) {
-  using Kind = serialization::PyValue::Kind;
+std::optional<nlohmann::json> plain_json(const io::serialization::PyValue& value) {
+  using Kind = io::serialization::PyValue::Kind;
   switch (value.kind()) {
     case Kind::kNone: return nlohmann::json(nullptr);
     case Kind::kBool: return nlohmann::json(value.as_bool());
@@ -61,12 +61,12 @@ std::optional<nlohmann::json> plain_json(const serialization::PyValue& value) {
 
 }  // namespace
 
-nlohmann::json args_json(const serialization::PyValue& args) {
+nlohmann::json args_json(const io::serialization::PyValue& args) {
   nlohmann::json out = nlohmann::json::object();
-  const serialization::PyValue& fields = args_fields(args);
-  if (fields.kind() != serialization::PyValue::Kind::kDict) return out;
+  const io::serialization::PyValue& fields = args_fields(args);
+  if (fields.kind() != io::serialization::PyValue::Kind::kDict) return out;
   for (const auto& [key, value] : fields.dict_items()) {
-    if (key.kind() != serialization::PyValue::Kind::kString) continue;
+    if (key.kind() != io::serialization::PyValue::Kind::kString) continue;
     if (auto converted = plain_json(value)) out[key.as_string()] = *converted;
   }
   return out;

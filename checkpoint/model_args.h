@@ -9,17 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serialization/pickle.h"
+#include "io/serialization/pickle.h"
 
 namespace megacpp::checkpoint {
 
 // argparse.Namespace(**fields, **extra): `fields` a flat JSON object of numbers, booleans,
 // strings and nulls (a family's ModelConfig::to_args, with model_type).
-serialization::PyValue args_namespace(const nlohmann::json& fields, std::vector<std::pair<serialization::PyValue, serialization::PyValue>> extra = {});
+io::serialization::PyValue args_namespace(const nlohmann::json& fields, std::vector<std::pair<io::serialization::PyValue, io::serialization::PyValue>> extra = {});
 // The fields of a saved `args` (a dict, or a Namespace's attribute dict).
-const serialization::PyValue& args_fields(const serialization::PyValue& args);
+const io::serialization::PyValue& args_fields(const io::serialization::PyValue& args);
 // The saved `args` fields that are plain values (None, bool, int, float, str) as a JSON
 // object; others (lists, tensors, ...) are left out.
-nlohmann::json args_json(const serialization::PyValue& args);
+nlohmann::json args_json(const io::serialization::PyValue& args);
 
 }  // namespace megacpp::checkpoint

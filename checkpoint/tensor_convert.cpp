@@ -7,48 +7,48 @@
 
 namespace megacpp::checkpoint {
 
-serialization::DType to_dtype(at::ScalarType type) {
+io::serialization::DType to_dtype(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return serialization::DType::kFloat32;
-    case at::kDouble: return serialization::DType::kFloat64;
-    case at::kHalf: return serialization::DType::kFloat16;
-    case at::kBFloat16: return serialization::DType::kBFloat16;
-    case at::kLong: return serialization::DType::kInt64;
-    case at::kInt: return serialization::DType::kInt32;
-    case at::kShort: return serialization::DType::kInt16;
-    case at::kChar: return serialization::DType::kInt8;
-    case at::kByte: return serialization::DType::kUInt8;
-    case at::kBool: return serialization::DType::kBool;
+    case at::kFloat: return io::serialization::DType::kFloat32;
+    case at::kDouble: return io::serialization::DType::kFloat64;
+    case at::kHalf: return io::serialization::DType::kFloat16;
+    case at::kBFloat16: return io::serialization::DType::kBFloat16;
+    case at::kLong: return io::serialization::DType::kInt64;
+    case at::kInt: return io::serialization::DType::kInt32;
+    case at::kShort: return io::serialization::DType::kInt16;
+    case at::kChar: return io::serialization::DType::kInt8;
+    case at::kByte: return io::serialization::DType::kUInt8;
+    case at::kBool: return io::serialization::DType::kBool;
     default: throw std::invalid_argument(std::string("cannot store tensors of type ") + c10::toString(type));
   }
 }
 
-at::ScalarType to_scalar_type(serialization::DType dtype) {
+at::ScalarType to_scalar_type(io::serialization::DType dtype) {
   switch (dtype) {
-    case serialization::DType::kFloat32: return at::kFloat;
-    case serialization::DType::kFloat64: return at::kDouble;
-    case serialization::DType::kFloat16: return at::kHalf;
-    case serialization::DType::kBFloat16: return at::kBFloat16;
-    case serialization::DType::kInt64: return at::kLong;
-    case serialization::DType::kInt32: return at::kInt;
-    case serialization::DType::kInt16: return at::kShort;
-    case serialization::DType::kInt8: return at::kChar;
-    case serialization::DType::kUInt8: return at::kByte;
-    case serialization::DType::kBool: return at::kBool;
+    case io::serialization::DType::kFloat32: return at::kFloat;
+    case io::serialization::DType::kFloat64: return at::kDouble;
+    case io::serialization::DType::kFloat16: return at::kHalf;
+    case io::serialization::DType::kBFloat16: return at::kBFloat16;
+    case io::serialization::DType::kInt64: return at::kLong;
+    case io::serialization::DType::kInt32: return at::kInt;
+    case io::serialization::DType::kInt16: return at::kShort;
+    case io::serialization::DType::kInt8: return at::kChar;
+    case io::serialization::DType::kUInt8: return at::kByte;
+    case io::serialization::DType::kBool: return at::kBool;
   }
   throw std::invalid_argument("unknown dtype");
 }
 
-serialization::RawTensor to_raw(const at::Tensor& tensor) {
+io::serialization::RawTensor to_raw(const at::Tensor& tensor) {
   const at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
   std::string bytes(static_cast<size_t>(cpu.numel()) * cpu.element_size(), '\0');
   if (!bytes.empty()) std::memcpy(bytes.data(), cpu.data_ptr(), bytes.size());
-  return serialization::RawTensor::contiguous(to_dtype(cpu.scalar_type()), cpu.sizes().vec(), std::move(bytes));
+  return io::serialization::RawTensor::contiguous(to_dtype(cpu.scalar_type()), cpu.sizes().vec(), std::move(bytes));
 }
 
-at::Tensor from_raw(const serialization::RawTensor& raw) {
+at::Tensor from_raw(const io::serialization::RawTensor& raw) {
   const at::ScalarType type = to_scalar_type(raw.dtype);
-  const size_t element = serialization::dtype_size(raw.dtype);
+  const size_t element = io::serialization::dtype_size(raw.dtype);
   const int64_t storage_numel = raw.storage ? static_cast<int64_t>(raw.storage->size() / element) : 0;
   if (storage_numel == 0) return at::empty(raw.sizes, at::TensorOptions().dtype(type));
   // A read-only view of the stored bytes, copied once by clone().
@@ -72,7 +72,7 @@ at::ScalarType from_safetensors_dtype(const std::string& dtype, const std::strin
   throw std::runtime_error(what + ": dtype " + dtype + " is not a floating-point weight type megacpp imports (F32, BF16, F16)");
 }
 
-serialization::TensorView safetensors_view(const at::Tensor& t) {
+io::serialization::TensorView safetensors_view(const at::Tensor& t) {
   if (!t.is_contiguous() || !t.device().is_cpu()) throw std::invalid_argument("safetensors_view: expected a contiguous CPU tensor");
   return {to_safetensors_dtype(t.scalar_type()), t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
           static_cast<size_t>(t.nbytes())};

@@ -12,11 +12,11 @@
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/model_args.h"
-#include "megacpp/arguments.h"
-#include "megacpp/data/image_text_dataset.h"
-#include "megacpp/inference/captioning.h"
+#include "settings/arguments.h"
+#include "io/data/image_text_dataset.h"
+#include "inference/captioning.h"
 #include "megacpp/logging.h"
-#include "megacpp/model_arguments.h"
+#include "settings/model_arguments.h"
 #include "models/model_flags.h"
 #include "models/registry.h"
 
@@ -55,19 +55,19 @@ int caption(const cxxopts::ParseResult& r) {
   const auto model = checkpoint::load_checkpoint_model(*reader);
   const auto inputs = checkpoint::checkpoint_model(*reader)->image_inputs();
   if (!inputs) throw std::invalid_argument("--load " + load + ": its model takes no images");
-  data::TokenizerOptions tokenizer_options;
+  io::data::TokenizerOptions tokenizer_options;
   tokenizer_options.type = r["tokenizer-type"].as<std::string>();
   tokenizer_options.vocab_file = r["vocab-file"].as<std::string>();
   tokenizer_options.merge_file = r["merge-file"].as<std::string>();
   tokenizer_options.tokenizer_model = r["tokenizer-model"].as<std::string>();
   tokenizer_options.vocab_size = models::parse_flag_number<int64_t>("vocab-size", r["vocab-size"].as<std::string>());
-  const auto tokenizer = data::build_tokenizer(tokenizer_options);
-  const data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image,
-                                     {inputs->size, inputs->channels, parse_channel_values("image-mean", r["image-mean"].as<std::string>()),
-                                      parse_channel_values("image-std", r["image-std"].as<std::string>())}};
+  const auto tokenizer = io::data::build_tokenizer(tokenizer_options);
+  const io::data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image,
+                                     {inputs->size, inputs->channels, settings::parse_channel_values("image-mean", r["image-mean"].as<std::string>()),
+                                      settings::parse_channel_values("image-std", r["image-std"].as<std::string>())}};
   const int64_t max_length = checkpoint::args_json(reader->object("args")).value("seq_length", int64_t{0});
   if (max_length <= 0) throw std::runtime_error(reader->dir() + ": its args record no seq_length");
-  const auto records = data::read_image_text_file(path, *tokenizer, format, max_length + 1);
+  const auto records = io::data::read_image_text_file(path, *tokenizer, format, max_length + 1);
   const int64_t batch = models::parse_flag_number<int64_t>("micro-batch-size", r["micro-batch-size"].as<std::string>());
   if (batch <= 0) throw std::invalid_argument("--micro-batch-size must be positive");
   const auto score = inference::score_captions(*model, records, *tokenizer, format, max_length, batch);
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   cxxopts::Options options = make_options();
   cxxopts::ParseResult parsed;
   try {
-    for (const auto& library : model_libraries_in(argc, argv)) models::load_model_library(library);
+    for (const auto& library : settings::model_libraries_in(argc, argv)) models::load_model_library(library);
     parsed = options.parse(argc, argv);
     if (parsed.count("help")) {
       std::cout << options.help() << std::endl;

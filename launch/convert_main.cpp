@@ -13,7 +13,7 @@
 
 #include "checkpoint/hf_convert.h"
 #include "megacpp/logging.h"
-#include "megacpp/model_arguments.h"
+#include "settings/model_arguments.h"
 #include "models/registry.h"
 
 namespace {
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   std::string command;
   cxxopts::ParseResult r;
   try {
-    for (const auto& path : megacpp::model_libraries_in(argc, argv)) megacpp::models::load_model_library(path);
+    for (const auto& path : megacpp::settings::model_libraries_in(argc, argv)) megacpp::models::load_model_library(path);
     r = options.parse(argc, argv);
     if (r.count("help")) {
       std::cout << options.help() << std::endl;

@@ -1,6 +1,6 @@
 // megacpp-preprocess: text -> Megatron indexed dataset (or HDF5), with the flags of Megatron-LM's
 // tools/preprocess_data.py; with --pack-images, image-text JSON lines -> packed images
-// (megacpp/data/image_pack.h). The work is megacpp::data::preprocess (megacpp/data/preprocess.h);
+// (io/data/image_pack.h). The work is megacpp::io::data::preprocess (io/data/preprocess.h);
 // this file only parses flags. Argument errors exit 2, failures 1; progress goes to stderr,
 // the summary to stdout.
 #include <charconv>
@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "megacpp/data/image_pack.h"
-#include "megacpp/data/preprocess.h"
+#include "io/data/image_pack.h"
+#include "io/data/preprocess.h"
 
 namespace {
 
-using megacpp::data::ImagePackOptions;
-using megacpp::data::PreprocessOptions;
+using megacpp::io::data::ImagePackOptions;
+using megacpp::io::data::PreprocessOptions;
 
 // What to do: tokenize text, or with --pack-images pack the images of image-text JSON lines.
 struct Job {
@@ -158,11 +158,11 @@ Job parse(int argc, char** argv, bool* help) {
   o.tokenizer.type = r["tokenizer-type"].as<std::string>();
   o.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   o.tokenizer.merge_file = r["merge-file"].as<std::string>();
-  megacpp::data::set_tokenizer_model(o.tokenizer, r["tokenizer-model"].as<std::string>(),
+  megacpp::io::data::set_tokenizer_model(o.tokenizer, r["tokenizer-model"].as<std::string>(),
                                      r["tokenizer-name-or-path"].as<std::string>());
   o.tokenizer.vocab_size = parse_int(r, "vocab-size");
-  megacpp::data::validate_preprocess_options(o);
-  megacpp::data::build_tokenizer(o.tokenizer);  // a bad tokenizer flag or file is an argument error (exit 2)
+  megacpp::io::data::validate_preprocess_options(o);
+  megacpp::io::data::build_tokenizer(o.tokenizer);  // a bad tokenizer flag or file is an argument error (exit 2)
   return job;
 }
 
@@ -183,13 +183,13 @@ int main(int argc, char** argv) {
   }
   try {
     if (job.pack_images) {
-      const auto packed = megacpp::data::pack_images(job.images, &std::cerr);
+      const auto packed = megacpp::io::data::pack_images(job.images, &std::cerr);
       std::cout << "Packed " << packed.images << " images (" << job.images.size << "x" << job.images.size << "x" << job.images.channels
                 << ") in " << packed.seconds << " s -> " << packed.pixels << ", " << packed.jsonl << "\n";
       return 0;
     }
-    const auto result = megacpp::data::preprocess(job.text, &std::cerr);
-    std::cout << megacpp::data::format_summary(result);
+    const auto result = megacpp::io::data::preprocess(job.text, &std::cerr);
+    std::cout << megacpp::io::data::format_summary(result);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "megacpp-preprocess: error: " << e.what() << "\n";

@@ -1,4 +1,4 @@
 // megacpp-train: Megatron-style training of a transformer language model with FSDP2.
-#include "megacpp/training/train_main.h"
+#include "launch/train_program.h"
 
-int main(int argc, char** argv) { return megacpp::training::train_main(argc, argv); }
+int main(int argc, char** argv) { return megacpp::launch::train_program(argc, argv); }

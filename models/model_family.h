@@ -84,7 +84,7 @@ class ModelFamily {
   // by flag name without "--": "position-embedding-type" (learned_absolute|rope),
   // "normalization" (LayerNorm|RMSNorm), "swiglu" and "disable-bias-linear" (true|false).
   // A command line without --model-type builds the family they match (Note [Megatron
-  // architecture] in megacpp/megatron_architecture.h). Empty: selected by --model-type only.
+  // architecture] in settings/megatron_architecture.h). Empty: selected by --model-type only.
   virtual std::map<std::string, std::string> megatron_architecture() const { return {}; }
   // `options` carries the device (torch::kMeta for meta-device init).
   virtual std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const = 0;

@@ -15,12 +15,16 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DOCS = ["README.md"] + [os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
+DOCS += sorted(os.path.join(f, "README.md") for f in os.listdir(ROOT) if f != "docs" and os.path.isfile(os.path.join(ROOT, f, "README.md")))
 PROGRAMS = ["megacpp-train", "megacpp-run", "megacpp-preprocess", "megacpp-convert", "megacpp-caption"]
 FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])")
 CODE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-# What a doc names as a path of this repository starts with one of its folders.
-TOP = re.compile(r"^(bench|checkpoint|cmake|configs|docs|examples|launch|megacpp|models|parallel|scripts|serialization|tests)/")
+# What a doc names as a path of this repository starts with one of its folders: those git
+# tracks (not build trees or generated data).
+FOLDERS = sorted({path.split("/")[0] for path in subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True,
+                                                               text=True, check=True).stdout.splitlines() if "/" in path})
+TOP = re.compile(r"^(" + "|".join(map(re.escape, FOLDERS)) + r")/")
 
 
 def check_flags(build):

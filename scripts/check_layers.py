@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """megacpp's layers, and a check that every #include "..." points to the same layer or one below,
-and that no two components (a header and its .cpp) include each other, however indirectly.
+that no two components (a header and its .cpp) include each other, however indirectly, and
+that each layer's folder has a README.md.
 
     python3 scripts/check_layers.py [--root DIR] [--graph]   exit 1 naming every upward include
     python3 scripts/check_layers.py --self-test              the check passes here and fails on a
@@ -20,24 +21,21 @@ import sys
 import tempfile
 
 LAYERS = [
-    ("base", ["megacpp/logging.*", "megacpp/checked_math.h", "megacpp/errors.h", "megacpp/pch.h"]),
-    ("serialization", ["serialization/*"]),
-    ("io", ["megacpp/data/*", "megacpp/metrics/*", "checkpoint/dcp_metadata.*", "checkpoint/layout.*",
-            "checkpoint/index_checksums.*"]),
+    ("base", ["megacpp/*"]),
+    ("serialization", ["io/serialization/*"]),
+    ("io", ["io/*"]),
     ("parallel", ["parallel/*"]),
     ("models", ["models/*"]),
     ("checkpoint", ["checkpoint/*"]),
-    ("settings", ["megacpp/arguments.*", "megacpp/command_line.*", "megacpp/argument_rules.*",
-                  "megacpp/megatron_flags.*", "megacpp/megatron_architecture.*", "megacpp/model_arguments.*",
-                  "megacpp/config/*"]),
-    ("training", ["megacpp/training/*", "megacpp/inference/*"]),
+    ("settings", ["settings/*"]),
+    ("training", ["training/*", "inference/*"]),
     ("launch", ["launch/*"]),
 ]
 ON_TOP = ["tests/*", "examples/*", "bench/*"]
 # Cycles that exist and are known; each names what removes it. Any other cycle fails.
 KNOWN_CYCLES = {
     # parse_arguments validates what it read; the settings sections (issue 28) separate the two.
-    ("megacpp/argument_rules", "megacpp/arguments"),
+    ("settings/argument_rules", "settings/arguments"),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE = (".h", ".hpp", ".cpp", ".cc")
@@ -124,6 +122,13 @@ def check(root):
     return upward + component_cycles(includes), edges, unplaced
 
 
+def missing_readmes(root):
+    """Each layer's top-level folder says in a README.md what it holds and what it may include."""
+    folders = sorted({pattern.split("/")[0] for _, patterns in LAYERS for pattern in patterns})
+    return [f"{folder}/: no README.md (what the folder holds, what it may include)" for folder in folders
+            if not os.path.isfile(os.path.join(root, folder, "README.md"))]
+
+
 def graph(edges):
     lines = []
     for rank, (name, _) in enumerate(LAYERS):
@@ -137,11 +142,11 @@ def self_test(root):
     if upward or unplaced:
         sys.exit("check_layers --self-test: this tree already fails:\n" + "\n".join(upward + unplaced))
     with tempfile.TemporaryDirectory() as scratch:
-        for folder in ("parallel", "megacpp/training"):
+        for folder in ("parallel", "training"):
             shutil.copytree(os.path.join(root, folder), os.path.join(scratch, folder))
         planted = os.path.join(scratch, "parallel", "group.cpp")
         with open(planted, "a") as f:
-            f.write('#include "megacpp/training/trainer.h"\n')
+            f.write('#include "training/trainer.h"\n')
         result = subprocess.run([sys.executable, __file__, "--root", scratch], capture_output=True, text=True)
         if result.returncode != 1 or "parallel/group.cpp:" not in result.stderr or \
                 "layer parallel must not include layer training" not in result.stderr:
@@ -149,14 +154,14 @@ def self_test(root):
         # A cycle through the known pair, within one layer: argument_rules -> model_arguments ->
         # arguments -> argument_rules.
         shutil.copy(os.path.join(root, "parallel", "group.cpp"), planted)
-        shutil.copytree(os.path.join(root, "megacpp"), os.path.join(scratch, "megacpp"), dirs_exist_ok=True)
-        with open(os.path.join(scratch, "megacpp", "model_arguments.cpp"), "a") as f:
-            f.write('#include "megacpp/arguments.h"\n')
-        with open(os.path.join(scratch, "megacpp", "argument_rules.cpp"), "a") as f:
-            f.write('#include "megacpp/model_arguments.h"\n')
+        shutil.copytree(os.path.join(root, "settings"), os.path.join(scratch, "settings"))
+        with open(os.path.join(scratch, "settings", "model_arguments.cpp"), "a") as f:
+            f.write('#include "settings/arguments.h"\n')
+        with open(os.path.join(scratch, "settings", "argument_rules.cpp"), "a") as f:
+            f.write('#include "settings/model_arguments.h"\n')
         result = subprocess.run([sys.executable, __file__, "--root", scratch], capture_output=True, text=True)
-        if result.returncode != 1 or "components include each other: megacpp/argument_rules, megacpp/arguments" \
-                not in result.stderr or "megacpp/model_arguments" not in result.stderr or "must not include" in result.stderr:
+        if result.returncode != 1 or "components include each other: settings/argument_rules, settings/arguments" \
+                not in result.stderr or "settings/model_arguments" not in result.stderr or "must not include" in result.stderr:
             sys.exit(f"check_layers --self-test: a planted cycle was not reported:\n{result.stdout}{result.stderr}")
     print("check_layers --self-test: the tree passes; a planted parallel -> training include and a planted "
           "cycle through the known pair fail")
@@ -171,6 +176,7 @@ def main():
     if a.self_test:
         return self_test(a.root)
     upward, edges, unplaced = check(a.root)
+    upward += missing_readmes(a.root)
     if a.graph:
         print(graph(edges))
     for path in unplaced:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Rewrites docs/cli.md's two tables of Megatron flags from megacpp/megatron_flags.cpp (the
+"""Rewrites docs/cli.md's two tables of Megatron flags from settings/megatron_flags.cpp (the
 flags megacpp accepts as what it does, and those it refuses), so the reference cannot drift
 from the code. Run from anywhere: python3 scripts/megatron_flag_tables.py"""
 import pathlib
 import re
 
 root = pathlib.Path(__file__).resolve().parent.parent
-source = (root / "megacpp/megatron_flags.cpp").read_text()
+source = (root / "settings/megatron_flags.cpp").read_text()
 
 
 def c_strings(text):

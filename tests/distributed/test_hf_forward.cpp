@@ -12,7 +12,7 @@
 #include <torch/torch.h>
 
 #include "models/llama/llama_hf.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "models/llama/llama_model.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -44,15 +44,15 @@ std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaMode
 void write_hf_folder(const std::string& dir, const LlamaConfig& config,
                      const std::map<std::string, at::Tensor>& full_params, uint64_t max_shard_bytes) {
   std::ofstream(dir + "/config.json") << models::llama_hf_config(config, "float32").dump(2) << "\n";
-  std::vector<std::pair<std::string, serialization::TensorView>> views;
+  std::vector<std::pair<std::string, io::serialization::TensorView>> views;
   for (auto& [fqn, tensor] : full_params) {
     const at::Tensor& t = tensor;  // gathered/plain fp32, contiguous, alive in full_params
     EXPECT_TRUE(t.is_contiguous() && t.scalar_type() == torch::kFloat) << fqn;
     views.push_back({models::llama_hf_name(fqn),
-                     serialization::TensorView{"F32", t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+                     io::serialization::TensorView{"F32", t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
                                             static_cast<std::size_t>(t.nbytes())}});
   }
-  serialization::save_safetensors_sharded(dir, views, max_shard_bytes);
+  io::serialization::save_safetensors_sharded(dir, views, max_shard_bytes);
 }
 
 void expect_matches_reference(const std::string& what, const std::string& dir, const LlamaConfig& config,
@@ -92,7 +92,7 @@ TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
     if (rt.rank() != 0) return;
     const std::string dir = testing::scratch_dir();
     write_hf_folder(dir, config, full, 20000);  // ~60 KB of weights: several shards + index
-    EXPECT_TRUE(std::ifstream(dir + "/" + serialization::kSafetensorsIndexName).good());
+    EXPECT_TRUE(std::ifstream(dir + "/" + io::serialization::kSafetensorsIndexName).good());
     expect_matches_reference("qwen3 sharded on 2 ranks", dir, config, logits);
   });
 }

@@ -17,7 +17,7 @@
 #include "models/llama/llama_hf.h"
 #include "models/llama/llama_model.h"
 #include "models/llava/llava_model.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "tests/support/command.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/hf_reference.h"
@@ -62,7 +62,7 @@ void write_folder(const std::string& dir, const models::LlavaSettings& s, const 
                          {"patch_size", s.vision.patch_size}, {"num_channels", s.vision.num_channels},
                          {"layer_norm_eps", s.vision.layer_norm_eps}, {"hidden_act", "quick_gelu"}}}};
   std::ofstream(dir + "/config.json") << config.dump(2) << "\n";
-  std::map<std::string, serialization::TensorView> views;
+  std::map<std::string, io::serialization::TensorView> views;
   std::vector<at::Tensor> alive;
   const std::string text_prefix = "language_model.";
   for (const auto& item : model.named_parameters()) {
@@ -80,7 +80,7 @@ void write_folder(const std::string& dir, const models::LlavaSettings& s, const 
     views[hf] = {"F32", alive.back().sizes().vec(), static_cast<const uint8_t*>(alive.back().data_ptr()),
                  static_cast<size_t>(alive.back().nbytes())};
   }
-  serialization::write_safetensors(dir + "/model.safetensors", views);
+  io::serialization::write_safetensors(dir + "/model.safetensors", views);
 }
 
 at::Tensor ids_of(const std::vector<std::vector<int64_t>>& rows) {
@@ -144,13 +144,13 @@ TEST(LlavaForward, ConvertImportsBothLayoutsAndExportsWhatItRead) {
     const std::string out = dir + "/" + name + "_export";
     const auto exported = testing::convert("export --load " + dir + "/" + name + "_ckpt --output " + out);
     ASSERT_EQ(exported.status, 0) << exported.output;
-    const auto folder = serialization::SafetensorsCheckpoint::open(out);
+    const auto folder = io::serialization::SafetensorsCheckpoint::open(out);
     size_t checked = 0;
     for (const auto& item : model.named_parameters()) {
       const bool in_text = item.key().rfind("language_model.", 0) == 0;
       const std::string hf = in_text ? "language_model." + models::llama_hf_name(item.key().substr(15)) : item.key();
       ASSERT_TRUE(folder.contains(hf)) << name << ": " << hf;
-      const serialization::TensorView view = folder.tensor(hf);
+      const io::serialization::TensorView view = folder.tensor(hf);
       ASSERT_EQ(view.nbytes, item.value().nbytes()) << hf;
       EXPECT_EQ(std::memcmp(view.data, item.value().data_ptr(), view.nbytes), 0) << name << ": " << hf;
       ++checked;

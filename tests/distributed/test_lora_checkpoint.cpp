@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "models/lora.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/hf_reference.h"
 #include "tests/support/lora_runs.h"
@@ -61,7 +61,7 @@ TEST(LoraCheckpoint, AdaptersSavedAloneAndResumedOnAnyLayout) {
   const auto format = reader->format();
   const std::string adapter = "layers.1.mlp.down_proj.lora_B.weight";
   EXPECT_TRUE(reader->tensors().has(format.model_key(adapter)));
-  EXPECT_TRUE(reader->tensors().has(checkpoint::flat_key(format.optimizer_state(adapter, "exp_avg_sq"))));
+  EXPECT_TRUE(reader->tensors().has(io::checkpoint::flat_key(format.optimizer_state(adapter, "exp_avg_sq"))));
   size_t adapter_keys = 0;
   for (const auto& key : reader->tensors().metadata().keys()) {
     if (key.rfind("rng_state.", 0) == 0) continue;
@@ -147,8 +147,8 @@ TEST(LoraCheckpoint, ExportsPeftFolderAndMergedModel) {
   EXPECT_EQ(config["base_model_name_or_path"], "tiny-qwen3");
   // q_proj of layer 0 only: by its full name, so that PEFT does not adapt layer 1's too.
   EXPECT_EQ(config["target_modules"], nlohmann::json({"down_proj", "model.layers.0.self_attn.q_proj", "v_proj"}));
-  const auto file = serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors");
-  EXPECT_EQ(file.metadata(), (serialization::SafetensorsMetadata{{"format", "pt"}}));
+  const auto file = io::serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors");
+  EXPECT_EQ(file.metadata(), (io::serialization::SafetensorsMetadata{{"format", "pt"}}));
   std::map<std::string, std::vector<int64_t>> written;
   for (const auto& name : file.names()) {
     written[name] = file.tensor(name).shape;
@@ -205,7 +205,7 @@ TEST(LoraCheckpoint, ExportsMixtureOfExpertsAdapters) {
   }
   const nlohmann::json config = nlohmann::json::parse(testing::read_file(dir + "/peft/adapter_config.json"));
   EXPECT_EQ(config["target_modules"], nlohmann::json({"gate_proj", "q_proj"})) << "every expert's gate_proj, not the router";
-  EXPECT_TRUE(serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors")
+  EXPECT_TRUE(io::serialization::SafetensorsFile::open(dir + "/peft/adapter_model.safetensors")
                   .contains("base_model.model.model.layers.1.mlp.experts.3.gate_proj.lora_B.weight"));
   const auto& tokens = testing::reference_tokens();
   const at::Tensor ours = testing::checkpoint_logits(dir + "/full", tokens);

@@ -13,7 +13,7 @@
 #include <ATen/ATen.h>
 
 #include "checkpoint/dcp_io.h"
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "tests/support/pytorch2.h"
 #include "tests/support/train_run.h"
 
@@ -34,7 +34,7 @@ const std::string kFixtureModel =
 
 // make_fixture.py's expected.safetensors: every tensor of the checkpoint in full, under its DCP key.
 std::map<std::string, at::Tensor> read_expected(const std::string& path) {
-  const auto file = serialization::SafetensorsFile::open(path);
+  const auto file = io::serialization::SafetensorsFile::open(path);
   std::map<std::string, at::Tensor> tensors;
   for (const auto& name : file.names()) {
     const auto view = file.tensor(name);

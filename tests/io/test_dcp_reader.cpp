@@ -6,15 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "serialization/pickle.h"
-#include "serialization/torch_save.h"
+#include "io/serialization/pickle.h"
+#include "io/serialization/torch_save.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::serialization::dtype_size;
-using megacpp::serialization::PyValue;
-using megacpp::serialization::RawTensor;
-using megacpp::serialization::torch_load;
-using megacpp::serialization::unpickle;
+using megacpp::io::serialization::dtype_size;
+using megacpp::io::serialization::PyValue;
+using megacpp::io::serialization::RawTensor;
+using megacpp::io::serialization::torch_load;
+using megacpp::io::serialization::unpickle;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::run_command;
 using megacpp::io_test::TempDir;

@@ -5,12 +5,12 @@
 #include <map>
 #include <set>
 
-#include "megacpp/data/blended_dataset.h"
-#include "megacpp/data/dataset_builder.h"
-#include "megacpp/data/gpt_dataset.h"
-#include "megacpp/data/indexed_dataset.h"
+#include "io/data/blended_dataset.h"
+#include "io/data/dataset_builder.h"
+#include "io/data/gpt_dataset.h"
+#include "io/data/indexed_dataset.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 // Sequence s holds tokens s * 1000 + 0, 1, 2, ...: every token says where it came from.
@@ -148,4 +148,4 @@ TEST(BlendedDataset, EveryPrefixFollowsTheWeights) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "megacpp/data/tokenizer/tokenizer.h"
+#include "io/data/tokenizer/tokenizer.h"
 #include "tests/io/fortunes.h"
 #include "tests/io/io_test_util.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -259,4 +259,4 @@ TEST(HuggingFaceTokenizer, FlagsNameWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

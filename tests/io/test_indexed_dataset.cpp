@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "megacpp/data/indexed_dataset.h"
+#include "io/data/indexed_dataset.h"
 #include "tests/io/io_test_util.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 using io_test::error_of;
@@ -501,4 +501,4 @@ TEST(MegatronReferenceWriter, DatasetsItWritesReadBackExactly) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

@@ -1,4 +1,4 @@
-// serialization/pickle: round trips of every kind of value, pickles written by CPython at
+// io/serialization/pickle: round trips of every kind of value, pickles written by CPython at
 // protocols 0-5 (tests/reference/pickle_reference.py), ours read back by CPython, errors.
 #include <gtest/gtest.h>
 
@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "serialization/pickle.h"
-#include "serialization/torch_save.h"
+#include "io/serialization/pickle.h"
+#include "io/serialization/torch_save.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::serialization::pickle;
-using megacpp::serialization::PickleHooks;
-using megacpp::serialization::PyValue;
-using megacpp::serialization::RawTensor;
-using megacpp::serialization::unpickle;
-using megacpp::serialization::UnpickleHooks;
+using megacpp::io::serialization::pickle;
+using megacpp::io::serialization::PickleHooks;
+using megacpp::io::serialization::PyValue;
+using megacpp::io::serialization::RawTensor;
+using megacpp::io::serialization::unpickle;
+using megacpp::io::serialization::UnpickleHooks;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::reference_passes;
@@ -105,7 +105,7 @@ PyValue sample_value(bool with_objects) {
 
 TEST(Pickle, RoundTripsEveryKind) {
   auto t = std::make_shared<RawTensor>(
-      RawTensor::contiguous(megacpp::serialization::DType::kInt16, {2}, std::string("\x01\x00\x02\x00", 4)));
+      RawTensor::contiguous(megacpp::io::serialization::DType::kInt16, {2}, std::string("\x01\x00\x02\x00", 4)));
   const PyValue value = PyValue::tuple({
       sample_value(true),
       PyValue::global("torch", "float32"),
@@ -124,7 +124,7 @@ TEST(Pickle, RoundTripsEveryKind) {
   back.resolve_reduce = [&](const PyValue& callable, const PyValue& args) -> std::optional<PyValue> {
     if (!callable.is_global("test", "tensor")) return std::nullopt;
     return PyValue::tensor(std::make_shared<RawTensor>(
-        RawTensor::contiguous(megacpp::serialization::DType::kInt16, {2}, args.items()[0].as_bytes())));
+        RawTensor::contiguous(megacpp::io::serialization::DType::kInt16, {2}, args.items()[0].as_bytes())));
   };
   const PyValue read = unpickle(bytes, "round trip", back);
   EXPECT_EQ(read, value) << read.repr();

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "megacpp/data/indexed_dataset.h"
-#include "megacpp/data/preprocess.h"
-#include "megacpp/data/tokenizer/tokenizer.h"
+#include "io/data/indexed_dataset.h"
+#include "io/data/preprocess.h"
+#include "io/data/tokenizer/tokenizer.h"
 #include "tests/io/io_test_util.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 using io_test::error_of;
@@ -305,4 +305,4 @@ TEST(PreprocessBinary, ErrorsExitNonZeroNamingTheLineOrFlag) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

@@ -1,4 +1,4 @@
-// serialization/safetensors: round trips, the reference writer's exact bytes (test vectors from
+// io/serialization/safetensors: round trips, the reference writer's exact bytes (test vectors from
 // huggingface/safetensors' own tests), agreement with an independent Python reader/writer
 // (tests/reference/safetensors_reader.py: standard library + numpy), corrupt files, shards.
 #include <unistd.h>
@@ -21,23 +21,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "serialization/safetensors.h"
+#include "io/serialization/safetensors.h"
 #include "tests/io/io_test_util.h"
 
 namespace fs = std::filesystem;
-using megacpp::serialization::plan_safetensors_shards;
-using megacpp::serialization::read_safetensors_index;
-using megacpp::serialization::safetensors_layout_order;
-using megacpp::serialization::save_safetensors_sharded;
-using megacpp::serialization::SafetensorsCheckpoint;
-using megacpp::serialization::SafetensorsFile;
-using megacpp::serialization::SafetensorsIndex;
-using megacpp::serialization::SafetensorsMetadata;
-using megacpp::serialization::serialize_safetensors;
-using megacpp::serialization::Tensor;
-using megacpp::serialization::TensorView;
-using megacpp::serialization::write_safetensors;
-using megacpp::serialization::write_safetensors_index;
+using megacpp::io::serialization::plan_safetensors_shards;
+using megacpp::io::serialization::read_safetensors_index;
+using megacpp::io::serialization::safetensors_layout_order;
+using megacpp::io::serialization::save_safetensors_sharded;
+using megacpp::io::serialization::SafetensorsCheckpoint;
+using megacpp::io::serialization::SafetensorsFile;
+using megacpp::io::serialization::SafetensorsIndex;
+using megacpp::io::serialization::SafetensorsMetadata;
+using megacpp::io::serialization::serialize_safetensors;
+using megacpp::io::serialization::Tensor;
+using megacpp::io::serialization::TensorView;
+using megacpp::io::serialization::write_safetensors;
+using megacpp::io::serialization::write_safetensors_index;
 using megacpp::io_test::CommandResult;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::run_command;
@@ -116,7 +116,7 @@ nlohmann::json values_json(const TensorView& t) {
   nlohmann::json out = nlohmann::json::array();
   const std::string& d = t.dtype;
   const uint8_t* p = t.data;
-  const int bytes = megacpp::serialization::dtype_bits(d) / 8;
+  const int bytes = megacpp::io::serialization::dtype_bits(d) / 8;
   const std::size_t n = bytes ? t.nbytes / bytes : 0;
   for (std::size_t i = 0; i < n; ++i, p += bytes) {
     if (d == "F32") out.push_back(float_json(load<float>(p)));
@@ -220,7 +220,7 @@ std::vector<uint8_t> to_vector(std::initializer_list<int> bytes) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(SafetensorsTest, DtypeTable) {
-  using namespace megacpp::serialization;
+  using namespace megacpp::io::serialization;
   EXPECT_EQ(dtype_bits("F32"), 32);
   EXPECT_EQ(dtype_bits("BF16"), 16);
   EXPECT_EQ(dtype_bits("BOOL"), 8);

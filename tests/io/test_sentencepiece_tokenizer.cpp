@@ -7,11 +7,11 @@
 #include <memory>
 #include <sstream>
 
-#include "megacpp/data/tokenizer/tokenizer.h"
+#include "io/data/tokenizer/tokenizer.h"
 #include "tests/io/fortunes.h"
 #include "tests/io/io_test_util.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -119,4 +119,4 @@ TEST(SentencePieceTokenizer, ErrorsNameTheFlagAndFile) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

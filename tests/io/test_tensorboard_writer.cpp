@@ -19,15 +19,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "megacpp/metrics/crc32c.h"
-#include "megacpp/metrics/tensorboard_writer.h"
+#include "io/metrics/crc32c.h"
+#include "io/metrics/tensorboard_writer.h"
 #include "tests/io/io_test_util.h"
 
 namespace fs = std::filesystem;
 using megacpp::io_test::CommandResult;
 using megacpp::io_test::run_command;
 using megacpp::io_test::TempDir;
-using megacpp::metrics::TensorBoardWriter;
+using megacpp::io::metrics::TensorBoardWriter;
 
 namespace {
 
@@ -59,7 +59,7 @@ struct Scalar {
 }  // namespace
 
 TEST(TensorBoardCrc32c, KnownVectors) {
-  using megacpp::metrics::crc32c;
+  using megacpp::io::metrics::crc32c;
   EXPECT_EQ(crc32c("123456789"), 0xE3069283u);
   EXPECT_EQ(crc32c(""), 0u);
   // RFC 3720 (iSCSI) B.4: 32 bytes of zeros, of 0xFF.
@@ -67,7 +67,7 @@ TEST(TensorBoardCrc32c, KnownVectors) {
   EXPECT_EQ(crc32c(std::string(32, '\xFF')), 0x62A8AB43u);
   // Extending a CRC equals the CRC of the concatenation.
   EXPECT_EQ(crc32c("6789", 4, crc32c("12345")), 0xE3069283u);
-  EXPECT_EQ(megacpp::metrics::mask_crc32c(0), 0xa282ead8u);
+  EXPECT_EQ(megacpp::io::metrics::mask_crc32c(0), 0xa282ead8u);
 }
 
 TEST(TensorBoardWriter, FileNameFollowsTensorBoardConvention) {

@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "megacpp/data/tokenizer/tokenizer.h"
+#include "io/data/tokenizer/tokenizer.h"
 #include "tests/io/fortunes.h"
 #include "tests/io/io_test_util.h"
 
-namespace megacpp::data {
+namespace megacpp::io::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -378,4 +378,4 @@ TEST(PaddedVocabSize, RoundsUpToAMultiple) {
 }
 
 }  // namespace
-}  // namespace megacpp::data
+}  // namespace megacpp::io::data

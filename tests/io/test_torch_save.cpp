@@ -1,4 +1,4 @@
-// serialization/torch_save: our bytes read by PyTorch's torch.load (Debian's python3-torch), files
+// io/serialization/torch_save: our bytes read by PyTorch's torch.load (Debian's python3-torch), files
 // written by PyTorch's torch.save read by ours (views, offsets, shared storages), the zip
 // layout (alignment, determinism, zip64, deflate), and corrupt or foreign files.
 #include <gtest/gtest.h>
@@ -8,22 +8,22 @@
 #include <string>
 #include <vector>
 
-#include "serialization/torch_save.h"
-#include "serialization/zip_archive.h"
+#include "io/serialization/torch_save.h"
+#include "io/serialization/zip_archive.h"
 #include "tests/io/io_test_util.h"
 
-using megacpp::serialization::DType;
-using megacpp::serialization::dtype_from_torch_name;
-using megacpp::serialization::dtype_size;
-using megacpp::serialization::dtype_torch_name;
-using megacpp::serialization::pickle;
-using megacpp::serialization::PyValue;
-using megacpp::serialization::RawTensor;
-using megacpp::serialization::torch_load;
-using megacpp::serialization::torch_save;
-using megacpp::serialization::write_zip;
-using megacpp::serialization::ZipReader;
-using megacpp::serialization::ZipRecord;
+using megacpp::io::serialization::DType;
+using megacpp::io::serialization::dtype_from_torch_name;
+using megacpp::io::serialization::dtype_size;
+using megacpp::io::serialization::dtype_torch_name;
+using megacpp::io::serialization::pickle;
+using megacpp::io::serialization::PyValue;
+using megacpp::io::serialization::RawTensor;
+using megacpp::io::serialization::torch_load;
+using megacpp::io::serialization::torch_save;
+using megacpp::io::serialization::write_zip;
+using megacpp::io::serialization::ZipReader;
+using megacpp::io::serialization::ZipRecord;
 using megacpp::io_test::error_of;
 using megacpp::io_test::read_bytes;
 using megacpp::io_test::reference_passes;
@@ -297,7 +297,7 @@ TEST(TorchSave, BadPicklesNameWhat) {
     const PyValue pid = PyValue::tuple(
         {PyValue::string("storage"), PyValue::global("torch", storage_class), PyValue::string("0"), PyValue::string("cpu"), PyValue::integer(numel)});
     const PyValue marker = PyValue::global("test", "storage");
-    megacpp::serialization::PickleHooks hooks;
+    megacpp::io::serialization::PickleHooks hooks;
     hooks.persistent_id = [&](const PyValue& v) -> std::optional<PyValue> {
       if (v.is_global("test", "storage")) return pid;
       return std::nullopt;

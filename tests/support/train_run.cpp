@@ -8,9 +8,9 @@
 #include <regex>
 #include <utility>
 
-#include "checkpoint/layout.h"
+#include "io/checkpoint/layout.h"
 #include "checkpoint/tensor_convert.h"
-#include "serialization/torch_save.h"
+#include "io/serialization/torch_save.h"
 
 namespace megacpp::testing {
 
@@ -70,7 +70,7 @@ void expect_same_losses(const TrainRun& reference, const TrainRun& run, const st
 
 std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path) {
   std::map<std::string, at::Tensor> tensors;
-  const serialization::PyValue dict = serialization::torch_load(checkpoint::read_whole_file(path), path);
+  const io::serialization::PyValue dict = io::serialization::torch_load(io::checkpoint::read_whole_file(path), path);
   for (const auto& [name, value] : dict.dict_items()) tensors[name.as_string()] = checkpoint::from_raw(value.tensor());
   return tensors;
 }

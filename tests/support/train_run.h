@@ -35,7 +35,7 @@ inline const char* const kRecomputeOnMetaDevice =
 
 // `megacpp-run --nproc-per-node RANKS --master-port 0 megacpp-train FLAGS`.
 TrainRun train(int ranks, const std::string& flags);
-// The same with another training program (one built on megacpp's train_main, or an installed
+// The same with another training program (one built on megacpp's launch::train_program, or an installed
 // megacpp-train).
 TrainRun train_with(const std::string& program, int ranks, const std::string& flags);
 // The losses and memory lines of the output of any command that trained (a launch script).

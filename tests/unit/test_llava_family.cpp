@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "megacpp/arguments.h"
+#include "settings/arguments.h"
 #include "models/llama/llama_config.h"
 #include "models/llava/llava_config.h"
 #include "models/registry.h"
@@ -23,11 +23,11 @@ const std::vector<std::string> kTiny = {"--mock-data",        "--model-type", "l
                                         "--vision-hidden-size", "16",         "--vision-num-attention-heads", "2",
                                         "--img-h",            "8",            "--img-w",   "8",           "--patch-dim", "4"};
 
-TrainingArguments parse_llava(std::vector<std::string> extra, std::vector<std::string> flags = kTiny) {
+settings::TrainingArguments parse_llava(std::vector<std::string> extra, std::vector<std::string> flags = kTiny) {
   flags.insert(flags.end(), extra.begin(), extra.end());
   std::vector<const char*> argv{"megacpp-train"};
   for (auto& f : flags) argv.push_back(f.c_str());
-  return parse_arguments(static_cast<int>(argv.size()), argv.data());
+  return settings::parse_arguments(static_cast<int>(argv.size()), argv.data());
 }
 
 std::string llava_error_of(std::vector<std::string> extra) {
@@ -39,10 +39,10 @@ std::string llava_error_of(std::vector<std::string> extra) {
   return "";
 }
 
-const models::LlavaConfig& llava(const TrainingArguments& a) { return dynamic_cast<const models::LlavaConfig&>(*a.model); }
+const models::LlavaConfig& llava(const settings::TrainingArguments& a) { return dynamic_cast<const models::LlavaConfig&>(*a.model); }
 
 TEST(LlavaFamily, FlagsBuildTheModelWithTheLanguageFamilysDefaults) {
-  const TrainingArguments a = parse_llava({"--freeze-ViT"});
+  const settings::TrainingArguments a = parse_llava({"--freeze-ViT"});
   const models::LlavaConfig& c = llava(a);
   const auto& text = dynamic_cast<const models::LlamaConfig&>(*c.text);
   EXPECT_EQ(text.num_layers, 3);
@@ -106,7 +106,7 @@ TEST(LlavaFamily, RefusesBadFlagsByName) {
   // A language model that takes no input embeddings is refused when built.
   std::vector<std::string> gpt = {"--mock-data", "--model-type", "llava", "--language-model-type", "gpt", "--img-h", "8", "--img-w", "8",
                                   "--patch-dim", "4"};
-  const TrainingArguments a = parse_llava({}, gpt);
+  const settings::TrainingArguments a = parse_llava({}, gpt);
   try {
     models::model_family("llava").build(*a.model, torch::TensorOptions().device(torch::kMeta));
     FAIL() << "GPT takes no inputs_embeds";
@@ -116,7 +116,7 @@ TEST(LlavaFamily, RefusesBadFlagsByName) {
 }
 
 TEST(LlavaFamily, HuggingFaceConfigAndNamesBothWays) {
-  const TrainingArguments a = parse_llava({"--untie-embeddings-and-output-weights", "--vision-feature-layer", "1",
+  const settings::TrainingArguments a = parse_llava({"--untie-embeddings-and-output-weights", "--vision-feature-layer", "1",
                                      "--vision-feature-select-strategy", "full"});
   const models::LlavaConfig& c = llava(a);
   const models::ModelFamily& family = models::model_family("llava");

@@ -2,13 +2,13 @@
 // --min-loss-scale), double after --loss-scale-window clean iterations; --loss-scale is constant.
 #include <gtest/gtest.h>
 
-#include "megacpp/training/loss_scaler.h"
+#include "training/loss_scaler.h"
 
 namespace megacpp {
 namespace {
 
-TrainingArguments fp16(double initial, int64_t window, int64_t hysteresis, double min_scale = 1.0) {
-  TrainingArguments a;
+settings::TrainingArguments fp16(double initial, int64_t window, int64_t hysteresis, double min_scale = 1.0) {
+  settings::TrainingArguments a;
   a.fp16 = true;
   a.initial_loss_scale = initial;
   a.loss_scale_window = window;
@@ -43,14 +43,14 @@ TEST(LossScaler, HalvesAfterHysteresisOverflowsAndDoublesAfterACleanWindow) {
 }
 
 TEST(LossScaler, ConstantScaleAndNoScaler) {
-  TrainingArguments constant;
+  settings::TrainingArguments constant;
   constant.bf16 = true;
   constant.loss_scale = 128;
   training::LossScaler c(constant);
   EXPECT_TRUE(c.enabled());
   c.update(true);
   EXPECT_EQ(c.scale(), 128);
-  training::LossScaler none{TrainingArguments()};
+  training::LossScaler none{settings::TrainingArguments()};
   EXPECT_FALSE(none.enabled());
   EXPECT_EQ(none.scale(), 1.0);
 }

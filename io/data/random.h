@@ -1,0 +1,41 @@
+// Deterministic randomness for data indices: the same seed gives the same permutation on every
+// machine and library version (std::shuffle and std distributions are implementation-defined).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace megacpp::io::data {
+
+// SplitMix64: a small, well-mixed 64-bit generator.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound), without modulo bias.
+  uint64_t below(uint64_t bound) {
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t x;
+    do x = next(); while (x >= limit);
+    return x % bound;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Fisher-Yates shuffle of values[begin, end).
+template <class T>
+void shuffle_range(std::vector<T>& values, size_t begin, size_t end, SplitMix64& rng) {
+  for (size_t i = end; i > begin + 1; --i) {
+    const size_t j = begin + rng.below(i - begin);
+    std::swap(values[i - 1], values[j]);
+  }
+}
+
+}  // namespace megacpp::io::data

@@ -1,0 +1,15 @@
+// The FSDP2 configuration a run uses: fsdp2_config.yaml (--fsdp2-config-path) with the
+// flags Megatron users give on the command line: precision (--bf16, --grad-reduce-in-bf16) and
+// activation recompute (--recompute-granularity full, --recompute-method, --recompute-num-layers).
+#pragma once
+
+#include "settings/arguments.h"
+#include "models/fsdp2_config.h"
+
+namespace megacpp::settings {
+
+// A flag and a YAML key that disagree (--bf16 with param_dtype fp32, --recompute-granularity
+// with recompute_modules) is an error naming both.
+models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args);
+
+}  // namespace megacpp::settings

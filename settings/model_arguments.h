@@ -1,0 +1,32 @@
+// The model part of megacpp-train's command line: the flags every registered model family
+// declares (Note [Model families]), and the libraries (--model-library) that add families.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "models/model_family.h"
+
+namespace megacpp::settings {
+
+// The values of every --model-library in argv ("--model-library P" or "--model-library=P"),
+// read before the flags are parsed since the families they register declare flags.
+std::vector<std::string> model_libraries_in(int argc, const char* const* argv);
+
+// Adds the flags of every registered family to `options` (group "model"); a flag several
+// families declare appears once.
+void add_model_flags(cxxopts::Options& options);
+// The names (without "--") of the flags add_model_flags adds.
+std::vector<std::string> model_flag_names();
+
+// The config the family `model_type` builds from the parsed flags. Throws
+// std::invalid_argument naming every given model flag that family does not read, or the flag
+// whose value is wrong.
+std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts::ParseResult& parsed,
+                                                                   const std::string& model_type,
+                                                                   const models::ModelContext& context);
+
+}  // namespace megacpp::settings

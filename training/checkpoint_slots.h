@@ -1,0 +1,56 @@
+// The model's parameters as a checkpoint holds them: each one's key, this rank's rows, whether
+// this rank writes them and whether the optimizer trains it (frozen parameters, LoRA's base,
+// hold no optimizer state). checkpointing.cpp decides what to save and load from these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "settings/arguments.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class AdamW;
+class AdamWParamState;
+}  // namespace torch::optim
+
+namespace megacpp::parallel {
+class DeviceMesh;
+}
+
+namespace megacpp::training {
+
+// One parameter and this rank's rows of it.
+struct ParamSlot {
+  std::string fqn;
+  at::Tensor tensor;  // the sharded fp32 master (or the whole parameter without FSDP)
+  std::vector<int64_t> global_shape, offsets;
+  bool writes = false;     // the one replica that saves these rows
+  bool trainable = false;  // in an optimizer param group (frozen parameters are not)
+  size_t group = 0;        // that optimizer param group
+  bool adapter = false;    // a LoRA adapter's (models::is_lora_parameter)
+};
+
+// Every parameter of `model` once, in named_parameters order.
+std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW& optimizer,
+                                   const parallel::DeviceMesh& mesh, int rank);
+
+// The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
+torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p);
+
+// Reads this rank's rows of the tensor at `path` into `dest`, checking the global shape first.
+void load_rows(const checkpoint::DcpReader& reader, const io::checkpoint::StatePath& path, const ParamSlot& slot,
+               const at::Tensor& dest);
+
+// Refuses a checkpoint of another model: other `args`, or tensors the model does not have
+// (--dist-ckpt-strictness decides).
+void check_model_fits(const settings::TrainingArguments& args, const checkpoint::CheckpointReader& reader,
+                      const std::vector<ParamSlot>& slots);
+
+}  // namespace megacpp::training

@@ -1,0 +1,37 @@
+#include "training/language_model_loss.h"
+
+#include <torch/torch.h>
+
+#include "parallel/collectives.h"
+#include "parallel/ulysses.h"
+
+namespace megacpp::training {
+
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length,
+                               const parallel::Group& ulysses) {
+  at::Tensor input = batch.tokens.narrow(1, 0, seq_length), labels = batch.tokens.narrow(1, 1, seq_length);
+  at::Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.narrow(1, 0, seq_length) : at::Tensor();
+  const bool split = ulysses.size() > 1;
+  if (split) {
+    TORCH_CHECK(!batch.images.defined(), "Ulysses sequence parallelism does not take images");
+    input = parallel::sequence_slice(input, 1, ulysses);
+    labels = parallel::sequence_slice(labels, 1, ulysses);
+    if (mask.defined()) mask = parallel::sequence_slice(mask, 1, ulysses);
+  }
+  // [micro, seq, vocab]
+  at::Tensor logits = batch.images.defined() ? model(parallel::Module::Tensors{input, batch.images})[0] : model(input);
+  logits = logits.to(torch::kFloat).view({-1, model.vocab_size()});
+  labels = labels.reshape({-1});
+  if (!mask.defined()) {
+    if (!split) return torch::cross_entropy_loss(logits, labels);
+    const double whole = static_cast<double>(batch.tokens.size(0) * seq_length);
+    return torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum) / whole;
+  }
+  mask = mask.reshape({-1});
+  const at::Tensor losses = torch::cross_entropy_loss(logits, labels, {}, at::Reduction::None);
+  at::Tensor count = mask.sum();
+  if (split) parallel::all_reduce(ulysses, count, parallel::ReduceOp::kSum).wait();
+  return (losses * mask).sum() / count.clamp_min(1.0);
+}
+
+}  // namespace megacpp::training

@@ -1,0 +1,24 @@
+// The training objective of a language model.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "training/training_data.h"
+#include "models/language_model.h"
+#include "parallel/group.h"
+
+namespace megacpp::training {
+
+// Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1]: the
+// model reads the first seq_length tokens (and the images, when the batch has them) and is scored
+// on the next ones: the mean over the labels its loss mask counts (Megatron's
+// sum(loss * mask) / sum(mask)), over all of them without a mask.
+//
+// With a Ulysses group of p > 1 ranks (Note [Ulysses]), inputs and labels are shifted on the
+// whole sequence and this rank takes its slice of both: the model reads seq_length / p tokens
+// and the result is this rank's share, the sum over its labels divided by the count over the
+// whole sequences (summed over the group), so that the group's shares add up to the loss above.
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length,
+                               const parallel::Group& ulysses);
+
+}  // namespace megacpp::training

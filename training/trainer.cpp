@@ -1,0 +1,424 @@
+// The training run as named steps, in the order run() takes them:
+//   validate_configuration -> start_processes -> build_data -> build_model -> shard_and_initialize
+//   -> build_optimizer -> load_checkpoint -> log_start -> per iteration: train_step, log_iteration,
+//   run_validation, save_checkpoint -> finish.
+#include "training/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "settings/fsdp2_config_from_args.h"
+#include "io/data/dataset_builder.h"
+#include "megacpp/logging.h"
+#include "io/checkpoint/layout.h"
+#include "training/batch_prefetcher.h"
+#include "training/batch_rampup.h"
+#include "training/checkpointing.h"
+#include "training/heartbeat.h"
+#include "training/host_memory.h"
+#include "training/iteration_log.h"
+#include "training/iteration_profiler.h"
+#include "training/forward_backward.h"
+#include "training/language_model_loss.h"
+#include "training/log_lines.h"
+#include "training/loss_scaler.h"
+#include "training/lr_schedule.h"
+#include "training/optimizer.h"
+#include "training/parameter_dump.h"
+#include "training/step_health.h"
+#include "training/training_data.h"
+#include "models/freeze.h"
+#include "models/long_context.h"
+#include "models/lora.h"
+#include "models/registry.h"
+#include "parallel/collectives.h"
+#include "parallel/compat.h"
+#include "parallel/device_mesh.h"
+#include "parallel/distributed_runtime.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "parallel/fsdp/grad_norm.h"
+
+namespace megacpp::training {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct IterationOutcome {
+  bool skipped = false;  // the gradients overflowed (--fp16): no step
+  double loss = 0, grad_norm = 0;
+  std::vector<models::AuxiliaryLoss> auxiliary;  // averaged over micro-batches and ranks
+};
+
+class TrainingRun {
+ public:
+  explicit TrainingRun(const settings::TrainingArguments& args) : args_(args) {}
+
+  int run() {
+    heartbeat_.beat("starting: rendezvous, data and model");
+    validate_configuration();
+    start_processes();
+    if (runtime_->rank() == 0) {  // first, as Megatron prints it
+      std::printf("%s\n", arguments_block(args_.flag_values).c_str());
+      std::fflush(stdout);
+    }
+    build_data();
+    build_model();
+    shard_and_initialize();
+    build_optimizer();
+    load_checkpoint();
+    log_start();
+    run_start_ = Clock::now();
+    const int64_t first_iteration = progress_.iteration;
+    first_consumed_ = progress_.consumed_train;
+    bool exited_early = false;
+    for (int64_t it = progress_.iteration + 1; it <= args_.train_iters && !exited_early; ++it) {
+      const auto start = Clock::now();
+      profiler_->before(it);
+      // The rate once this iteration's samples are stepped on (Megatron's scheduler counts samples).
+      const int64_t batch = batches_->batch_at(progress_.consumed_train);
+      const int64_t stepped = progress_.consumed_train + batch - progress_.skipped_samples;
+      const double lr = schedule_->at_samples(stepped);
+      const IterationOutcome step = train_step(lr, schedule_->decoupled_at_samples(stepped));
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      profiler_->after(it);
+      const bool by_interval = args_.exit_interval > 0 && it % args_.exit_interval == 0;
+      const bool by_duration = !by_interval && duration_exceeded();
+      exited_early = by_interval || by_duration;
+      log_->iteration({it, progress_.consumed_train, lr, step.loss, step.grad_norm, ms, exited_early,
+                       scaler_.enabled() ? scaler_.scale() : -1, step.skipped, batch, step.auxiliary},
+                      params_, *optimizer_);
+      if (data_.splits[io::data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
+        run_validation(io::data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
+        progress_.consumed_valid += args_.eval_iters * global_batch_;
+      }
+      if (checkpointer_->due(it)) save_checkpoint();
+      if (by_interval) spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args_.exit_interval);
+      if (by_duration) {
+        spdlog::info("exiting program after {:.2f} minutes at iteration {} (--exit-duration-in-mins {})",
+                     std::chrono::duration<double>(Clock::now() - started_).count() / 60.0, it, args_.exit_duration_in_mins);
+      }
+    }
+    finish(exited_early);
+    log_summary(first_iteration);
+    return 0;
+  }
+
+ private:
+  // Checks that need the launch environment; the flags were checked by parse_arguments.
+  void validate_configuration() {
+    env_ = parallel::read_launch_environment();
+    setup_logging(env_.rank);
+    if (env_.world_size > 1 && !args_.use_torch_fsdp2) {
+      throw std::invalid_argument("running on " + std::to_string(env_.world_size) +
+                                  " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
+    }
+    fsdp_config_ = settings::fsdp2_config_from_args(args_);
+    if (args_.seq_length % fsdp_config_.ulysses_size != 0) {
+      throw std::invalid_argument("--seq-length " + std::to_string(args_.seq_length) + " does not divide by " + ulysses_setting() +
+                                  ": each rank takes an equal slice of every sequence");
+    }
+  }
+
+  // The Ulysses size as it was given, for errors: "--context-parallel-size 2" or
+  // "ulysses_size 2 in FILE".
+  std::string ulysses_setting() const {
+    const std::string size = std::to_string(fsdp_config_.ulysses_size);
+    return args_.context_parallel_size > 1 ? "--context-parallel-size " + size
+                                           : "ulysses_size " + size + " in " + args_.fsdp2_config_path;
+  }
+
+  // The runtime, the device mesh and the batch arithmetic.
+  void start_processes() {
+    parallel::RuntimeOptions options;
+    options.timeout = std::chrono::minutes(args_.distributed_timeout_minutes);
+    runtime_ = parallel::DistributedRuntime::initialize(env_, options);
+    device_ = runtime_->device();
+    if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.param_dtype == c10::kHalf) {
+      throw std::invalid_argument(std::string(args_.fp16 ? "--fp16" : "param_dtype fp16") +
+                                  " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
+                                  "bf16, or build megacpp against PyTorch 2.x");
+    }
+    if (fsdp_config_.offload_to_cpu && !device_.is_cuda()) {
+      throw std::invalid_argument("offload_to_cpu / offload_policy in " + args_.fsdp2_config_path +
+                                  ": CPU offload needs a CUDA device; this run computes on " + device_.str() +
+                                  ", where the shards are in host memory already (remove the key)");
+    }
+    mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2
+                                                       ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size,
+                                                                                   fsdp_config_.ulysses_size)
+                                                       : parallel::DeviceMesh::single());
+    const int dp_size = mesh_->data_parallel_size();
+    accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
+    global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
+    batches_ = std::make_unique<BatchRampup>(args_, global_batch_, args_.micro_batch_size * dp_size);
+    if (!batches_->ramps()) {
+      args_.train_iters = train_iterations(args_, global_batch_);
+    } else if (args_.train_samples > 0) {
+      args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
+    }
+    slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size};
+  }
+
+  // Data before the model: a bad path or split fails before anything is allocated.
+  void build_data() {
+    const int64_t ramp_samples = batches_->ramps() ? batches_->samples_for_iterations(args_.train_iters) : 0;
+    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0, ramp_samples);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, *batches_, args_.tokenizer_vocab_size,
+                                                    args_.num_workers);
+  }
+
+  void build_model() {
+    torch::manual_seed(args_.seed);
+    const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
+    model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
+    if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
+    if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
+    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), ulysses_setting());
+    if (fsdp_config_.apply_tiled_mlp) models::apply_tiled_mlp(*model_, fsdp_config_.tiled_num_shards, "apply_tiled_mlp");
+  }
+
+  // Without meta init the full weights are initialized before sharding; with it, once the
+  // shards exist. --no-initialization leaves them as allocated: --load fills them.
+  void shard_and_initialize() {
+    auto init = [this] {
+      if (!args_.no_initialization) model_->init_weights(args_.init_method_std, args_.seed);
+    };
+    const bool meta = args_.init_model_with_meta_device;
+    if (!args_.use_torch_fsdp2) return init();
+    if (!meta) init();
+    model_->fully_shard(*mesh_, fsdp_config_, device_, meta ? std::function<void()>(init) : nullptr);
+  }
+
+  void build_optimizer() {
+    std::unordered_set<const c10::TensorImpl*> seen;  // each tensor once, even if several modules share it
+    for (auto& p : model_->parameters()) {
+      if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      params_.push_back(p);
+      int64_t numel = 1;
+      for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
+      parameter_count_ += numel;
+    }
+    optimizer_ = make_optimizer(args_, params_, input_and_output_parameters(*model_, args_));
+    schedule_ = std::make_unique<LearningRateSchedule>(args_, global_batch_);
+  }
+
+  void load_checkpoint() {
+    heartbeat_.beat("loading the checkpoint");
+    checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
+                                                           args_.async_save || fsdp_config_.async_save_ckpt);
+    progress_ = checkpointer_->load(*model_, *optimizer_);
+    if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
+    // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
+    // end of the run saves it): --load A --save B with no iterations left converts A.
+    const std::string& resumed = args_.lora_load.empty() ? args_.load : args_.lora_load;
+    const bool loaded_from_save_dir = !resumed.empty() && !args_.save.empty() &&
+                                      fs::weakly_canonical(resumed) == fs::weakly_canonical(args_.save);
+    last_saved_ = loaded_from_save_dir ? progress_.iteration : 0;
+  }
+
+  void log_start() {
+    flops_per_token_ = model_->flops_per_token(args_.seq_length);
+    spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} training FLOPs/token, vocabulary {} ({} padded to {}) | "
+                 "{} ranks, {} | device {}",
+                 args_.model_type, parameter_count_, flops_per_token_, args_.tokenizer.type, args_.tokenizer_vocab_size,
+                 model_->vocab_size(), runtime_->world_size(),
+                 args_.use_torch_fsdp2 ? mesh_->describe() : std::string("no FSDP"), device_.str());
+    auto dtype = [](const c10::optional<c10::ScalarType>& t, const char* unset) {
+      return t ? std::string(c10::toString(*t)) : std::string(unset);
+    };
+    spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
+                 "| loss Float",
+                 dtype(fsdp_config_.param_dtype, "Float"), dtype(fsdp_config_.reduce_dtype ? fsdp_config_.reduce_dtype : fsdp_config_.param_dtype, "Float"));
+    spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens{}",
+                 args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length,
+                 batches_->ramps() ? " | " + batches_->describe() : std::string());
+    for (const auto& line : data_.summary) spdlog::info("data: {}", line);
+    for (const auto& note : args_.notes) spdlog::info("{}", note);
+    spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[io::data::kTrain],
+                 data_.samples_needed[io::data::kValid], data_.samples_needed[io::data::kTest], args_.split);
+    log_ = std::make_unique<IterationLog>(args_, RunShape{runtime_->world_size(), runtime_->rank(), flops_per_token_, device_});
+    profiler_ = std::make_unique<IterationProfiler>(args_, runtime_->rank());
+  }
+
+  // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
+  // the optimizer step. Returns the losses averaged over micro-batches and ranks, and the
+  // gradient norm.
+  IterationOutcome train_step(double lr, double decoupled_lr) {
+    set_learning_rate(*optimizer_, lr, decoupled_lr);
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    const int64_t it = progress_.iteration + 1;
+    heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
+    const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
+    const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2, mesh_->ulysses()},
+                                       [&](int64_t m) {
+                                         heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
+                                       });
+    std::vector<models::AuxiliaryLoss> auxiliary = pass.auxiliary;
+    for (auto& a : auxiliary) a.value = parallel::average_over_ranks(runtime_->world(), a.value, device_);
+    zero_missing_gradients(params_);
+    heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
+    if (scaler_.enabled()) {
+      for (auto& p : params_) {
+        if (p.grad().defined()) p.mutable_grad().mul_(1.0 / scaler_.scale());
+      }
+    }
+    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_, device_);
+    const StepHealth health =
+        gather_step_health(runtime_->world(), pass.mean_loss, grad_norm.local_finite, device_);
+    if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
+    const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
+    if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
+    scaler_.update(false);
+    parallel::fsdp::clip_gradients(params_, args_.clip_grad, grad_norm.total);
+    if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
+    optimizer_->step();
+    if (args_.empty_unused_memory_level >= 2) release_unused_memory(device_);  // and after the step
+    progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
+    progress_.iteration += 1;
+    if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
+    return {false, health.mean_loss, grad_norm.total, auxiliary};
+  }
+
+  // An iteration whose scaled gradients overflowed (--fp16): no step, a lower scale, and the
+  // schedule does not count it (as Megatron's optimizer reports update_successful = false).
+  bool skip_step(int64_t it) {
+    const double scale = scaler_.scale();
+    scaler_.update(true);
+    const int64_t batch = batches_->batch_at(progress_.consumed_train);
+    progress_.consumed_train += batch;
+    progress_.skipped_samples += batch;
+    progress_.iteration += 1;
+    progress_.loss_scaler = scaler_.state();
+    spdlog::info("iteration {}: the gradients overflowed at loss scale {}: step skipped, loss scale now {}", it, scale,
+                 scaler_.scale());
+    return true;
+  }
+
+  // Megatron's --exit-duration-in-mins, counted from the process's start. Collective: one rank
+  // past the limit stops every rank after the same iteration.
+  bool duration_exceeded() {
+    if (args_.exit_duration_in_mins <= 0) return false;
+    const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60.0;
+    return parallel::average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
+  }
+
+  // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
+  // loss averaged over micro-batches and ranks; logged as Megatron's validation block.
+  void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
+    double sum = 0;
+    {
+      torch::NoGradGuard no_grad;
+      model_->eval();  // no dropout
+      for (int64_t i = 0; i < args_.eval_iters; ++i) {
+        heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
+        for (int64_t m = 0; m < accumulation_; ++m) {
+          const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
+                                                    args_.tokenizer_vocab_size).to(device_);
+          // With Ulysses, this rank's share times the group size (Note [Ulysses]).
+          sum += language_model_loss(*model_, batch, args_.seq_length, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
+        }
+      }
+      model_->train();
+    }
+    const double loss = parallel::average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
+    if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    if (split == io::data::kValid) {
+      if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
+      last_validation_ = loss;
+    }
+    log_->validation(split == io::data::kTest, loss, step);
+  }
+
+  void save_checkpoint() {
+    heartbeat_.beat(fmt::format("iteration {}: saving a checkpoint", progress_.iteration));
+    checkpointer_->save(progress_, *model_, *optimizer_);
+    last_saved_ = progress_.iteration;
+  }
+
+  // As Megatron: the last iteration is saved too (unless it just was), then end-of-training
+  // validation and test, the parameter dump, and the wait for a background save.
+  void finish(bool exited_early) {
+    heartbeat_.beat("finishing: the last save, validation and test");
+    if (!args_.save.empty() && last_saved_ != progress_.iteration) save_checkpoint();
+    if (!exited_early && args_.eval_iters > 0) {
+      if (data_.splits[io::data::kValid]) {
+        run_validation(io::data::kValid, progress_.consumed_valid, "the end of training for val data", args_.train_iters);
+      }
+      if (data_.splits[io::data::kTest]) run_validation(io::data::kTest, 0, "the end of training for test data", args_.train_iters);
+    }
+    if (!args_.dump_final_params.empty()) dump_parameters(*model_, args_.dump_final_params, runtime_->rank());
+    checkpointer_->finish();
+    runtime_->barrier();
+  }
+
+  // The line after training (rank 0): iterations, tokens and time of this run, the validation
+  // losses, the last checkpoint.
+  void log_summary(int64_t first_iteration) {
+    if (runtime_->rank() != 0) return;
+    RunSummary summary;
+    summary.last_iteration = progress_.iteration;
+    summary.iterations_run = progress_.iteration - first_iteration;
+    summary.tokens = (progress_.consumed_train - first_consumed_) * args_.seq_length;
+    summary.seconds = std::chrono::duration<double>(Clock::now() - run_start_).count();
+    summary.best_validation = best_validation_;
+    summary.last_validation = last_validation_;
+    if (!args_.save.empty() && last_saved_ > 0) summary.checkpoint = io::checkpoint::checkpoint_dir(args_.save, last_saved_);
+    std::printf("%s\n", summary_line(summary).c_str());
+    std::fflush(stdout);
+  }
+
+  settings::TrainingArguments args_;  // a copy: train_iters is derived from --train-samples once the batch is known
+  const Clock::time_point started_ = Clock::now();
+  Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  parallel::LaunchEnvironment env_;
+  models::FSDP2Config fsdp_config_;
+  std::shared_ptr<parallel::DistributedRuntime> runtime_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  std::unique_ptr<parallel::DeviceMesh> mesh_;  // fully_shard keeps a pointer: never moved
+  int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
+  std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
+  int64_t first_consumed_ = 0;                   // training samples consumed when this run started
+  BatchSlice slice_{};
+  TrainingData data_;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // reads data_'s training split
+  std::shared_ptr<models::LanguageModel> model_;
+  std::vector<at::Tensor> params_;  // each tensor once
+  int64_t parameter_count_ = 0;     // full sizes
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<LearningRateSchedule> schedule_;
+  std::unique_ptr<TrainingCheckpointer> checkpointer_;
+  std::unique_ptr<IterationLog> log_;
+  std::unique_ptr<IterationProfiler> profiler_;
+  LossScaler scaler_{args_};  // --fp16 / --loss-scale; disabled otherwise (scale 1)
+  double flops_per_token_ = 0;
+  TrainingProgress progress_;  // iterations done and samples consumed
+  int64_t last_saved_ = 0;
+  Clock::time_point run_start_;
+  std::optional<std::pair<int64_t, double>> best_validation_;  // (iteration, loss) on the validation split
+  std::optional<double> last_validation_;
+};
+
+}  // namespace
+
+int run_training(const settings::TrainingArguments& args, const char* program) {
+  TrainingRun run(args);
+  try {
+    return run.run();
+  } catch (const std::exception& e) {
+    // Said before `run` goes: tearing down its process group can end the other ranks, and the
+    // launcher then stops this one before a later message would reach the log.
+    std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
+    std::fflush(stderr);
+    return 1;
+  }
+}
+
+}  // namespace megacpp::training

@@ -1,0 +1,134 @@
+#include "training/training_data.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "megacpp/checked_math.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "io/data/dataset_builder.h"
+#include "io/data/image_text_dataset.h"
+#include "io/data/mock_dataset.h"
+#include "training/cyclic_samples.h"
+
+namespace megacpp::training {
+
+namespace {
+
+// --data-path FILE.jsonl: its lines split by --split into contiguous ranges (as Megatron splits
+// documents), each read in a new order every pass.
+void build_image_text_splits(const settings::TrainingArguments& args, const std::array<double, 3>& split, TrainingData& result) {
+  const std::string& path = args.data_path[0];
+  const auto inputs = args.model->image_inputs();
+  if (!inputs) {
+    throw std::invalid_argument("--data-path " + path + " holds image-text samples, which --model-type " + args.model_type +
+                                " cannot read: its model takes no images (--model-type llava does)");
+  }
+  const io::data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image, {inputs->size, inputs->channels, args.image_mean, args.image_std}};
+  const std::shared_ptr<const io::data::Tokenizer> tokenizer = io::data::build_tokenizer(args.tokenizer);
+  const auto records = std::make_shared<const std::vector<io::data::ImageTextRecord>>(
+      io::data::read_image_text_file(path, *tokenizer, format, args.seq_length + 1));
+  const auto bounds = io::data::split_boundaries(split, static_cast<int64_t>(records->size()));
+  for (int s = 0; s < 3; ++s) {
+    if (result.samples_needed[s] == 0) continue;
+    const int64_t count = bounds[s + 1] - bounds[s];
+    if (count == 0) {
+      throw std::invalid_argument("--split " + args.split + " leaves the " + io::data::split_name(s) + " split of " + path + " (" +
+                                  std::to_string(records->size()) + " lines) no sample");
+    }
+    result.splits[s] = std::make_shared<io::data::ImageTextDataset>(records, bounds[s], count, format, args.seq_length + 1, tokenizer->eod(),
+                                                                args.seed + static_cast<uint64_t>(s), result.samples_needed[s]);
+  }
+  result.summary.push_back(fmt::format("image-text data: {} lines of {} (train {}, validation {}, test {}); images {}x{}x{}, {} tokens "
+                                       "each (id {}), normalized with mean {} and std {}",
+                                       records->size(), path, bounds[1] - bounds[0], bounds[2] - bounds[1], bounds[3] - bounds[2],
+                                       inputs->channels, inputs->size, inputs->size, inputs->tokens_per_image, inputs->token_id,
+                                       fmt::join(args.image_mean, ","), fmt::join(args.image_std, ",")));
+  if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: image-text samples have no indices to cache");
+}
+
+// The datasets of the splits, each sized for the samples the run reads from it.
+void build_splits(const settings::TrainingArguments& args, bool writes_index_cache, const std::array<double, 3>& split, TrainingData& result) {
+  if (args.mock_data) {
+    const int64_t vocab = args.tokenizer_vocab_size;
+    for (int s = 0; s < 3; ++s) {
+      if (result.samples_needed[s] == 0) continue;
+      // Each split its own seed, so validation is not a replay of the training stream.
+      result.splits[s] = std::make_shared<io::data::MockDataset>(vocab, args.seq_length + 1, args.seed + static_cast<uint64_t>(s),
+                                                             result.samples_needed[s]);
+    }
+    result.summary.push_back("mock data: arithmetic progressions over " + std::to_string(vocab) + " token ids");
+    if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: mock samples have no indices to cache");
+    return;
+  }
+  if (io::data::is_image_text_path(args.data_path)) return build_image_text_splits(args, split, result);
+  io::data::DatasetSplits built = io::data::build_gpt_datasets(io::data::parse_data_blend(args.data_path), split, result.samples_needed,
+                                                       args.seq_length, args.seed, {args.data_cache_path, writes_index_cache});
+  result.splits = built.splits;
+  result.summary = built.summary;
+}
+
+// The loss mask and images of the micro-batch's samples from `first` on.
+MicroBatch with_images(const io::data::SampleSource& source, int64_t first, MicroBatch batch) {
+  const int64_t micro = batch.tokens.size(0), labels = source.sample_length() - 1;
+  std::vector<uint8_t> mask(static_cast<size_t>(micro * labels));
+  std::vector<float> pixels;
+  for (int64_t i = 0; i < micro; ++i) source.sample_extras(first + i, mask.data() + i * labels, pixels);
+  batch.loss_mask = torch::from_blob(mask.data(), {micro, labels}, torch::kUInt8).to(torch::kFloat);
+  std::vector<int64_t> shape = source.image_shape();
+  shape.insert(shape.begin(), -1);
+  batch.images = torch::from_blob(pixels.data(), {static_cast<int64_t>(pixels.size())}, torch::kFloat).view(shape).clone();
+  return batch;
+}
+
+}  // namespace
+
+TrainingData build_training_data(const settings::TrainingArguments& args, int64_t global_batch, bool writes_index_cache,
+                                 int64_t training_samples) {
+  TrainingData result;
+  const std::array<double, 3> split = io::data::parse_split(args.split);
+  const NamedValue iters{args.train_iters, "--train-iters"}, batch{global_batch, "global batch"},
+      eval_iters{args.eval_iters, "--eval-iters"};
+  // Validation every --eval-interval and at the end.
+  const NamedValue evaluations{checked_sum({{args.train_iters / args.eval_interval, "--train-iters / --eval-interval"}, {1, "1"}},
+                                           "the validation runs"),
+                               "validation runs"};
+  // Megatron sizes the training split by --train-samples when it is given.
+  result.samples_needed[io::data::kTrain] = std::max(
+      training_samples, args.train_samples > 0 ? args.train_samples : checked_product({iters, batch}, "the training samples"));
+  result.samples_needed[io::data::kValid] =
+      split[io::data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
+  result.samples_needed[io::data::kTest] = split[io::data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;
+  build_splits(args, writes_index_cache, split, result);
+  if (args.dataloader_type == "cyclic") {
+    auto& train = result.splits[io::data::kTrain];
+    train = std::make_shared<CyclicSamples>(train, result.samples_needed[io::data::kTrain], args.micro_batch_size);
+    result.summary.push_back("--dataloader-type cyclic: the training samples in a random order, drawn anew for each pass");
+  }
+  return result;
+}
+
+MicroBatch MicroBatch::to(const c10::Device& device) const {
+  return {tokens.to(device), loss_mask.defined() ? loss_mask.to(device) : loss_mask, images.defined() ? images.to(device) : images};
+}
+
+MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
+                            int64_t vocab_size) {
+  MicroBatch batch;
+  batch.tokens = torch::empty({slice.micro_batch_size, source.sample_length()}, torch::kLong);
+  const int64_t first = consumed + (micro * slice.dp_size + slice.dp_rank) * slice.micro_batch_size;
+  for (int64_t i = 0; i < slice.micro_batch_size; ++i) source.sample(first + i, batch.tokens[i].data_ptr<int64_t>());
+  if (source.has_images()) return with_images(source, first, std::move(batch));
+  const int64_t lowest = batch.tokens.min().item<int64_t>(), highest = batch.tokens.max().item<int64_t>();
+  if (lowest < 0 || highest >= vocab_size) {
+    throw std::runtime_error("token id " + std::to_string(lowest < 0 ? lowest : highest) + " in samples " +
+                             std::to_string(first) + ".." + std::to_string(first + slice.micro_batch_size - 1) +
+                             " is outside the tokenizer's vocabulary of " + std::to_string(vocab_size) +
+                             " (was --data-path made with another tokenizer than --tokenizer-type?)");
+  }
+  return batch;
+}
+
+}  // namespace megacpp::training
