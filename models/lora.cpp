@@ -50,25 +50,20 @@ LoraSettings lora_settings_from_args(const nlohmann::json& args, const std::stri
   if (!keys.get("lora_r")) return s;
   s.rank = keys.positive("lora_r");
   s.alpha = keys.number("lora_alpha");
+  if (s.alpha <= 0) keys.fail("lora_alpha", "expected a positive number, got " + std::to_string(s.alpha));
   s.dropout = keys.number("lora_dropout", 0.0);
+  if (s.dropout < 0 || s.dropout >= 1) keys.fail("lora_dropout", "expected a number in [0, 1), got " + std::to_string(s.dropout));
   const nlohmann::json* targets = keys.get("lora_target_modules");
   if (!targets || !targets->is_array()) keys.fail("lora_target_modules", "expected a list of module names");
   for (const auto& t : *targets) {
     if (!t.is_string()) keys.fail("lora_target_modules", "expected a list of module names, got " + targets->dump());
     s.target_modules.push_back(t.get<std::string>());
   }
+  if (s.target_modules.empty()) keys.fail("lora_target_modules", "names no module");
   return s;
 }
 
-void validate_lora_settings(const LoraSettings& s) {
-  if (s.rank <= 0) throw std::invalid_argument("--lora-rank must be > 0");
-  if (s.alpha <= 0) throw std::invalid_argument("--lora-alpha must be > 0");
-  if (s.dropout < 0 || s.dropout >= 1) throw std::invalid_argument("--lora-dropout must be in [0, 1)");
-  if (s.target_modules.empty()) throw std::invalid_argument("--lora-target-modules: name the modules to adapt (e.g. q_proj,v_proj)");
-}
-
 std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s) {
-  validate_lora_settings(s);
   const std::string output = model.output_layer_path();
   std::vector<std::pair<std::string, Linear*>> linears;
   std::set<std::string> linear_names;

@@ -26,11 +26,9 @@ struct LoraSettings {
   std::vector<std::string> target_modules;  // --lora-target-modules (PEFT's names)
 };
 
-// Throws std::invalid_argument naming the flag whose value is out of range (rank > 0, alpha > 0,
-// dropout in [0, 1), some target).
-void validate_lora_settings(const LoraSettings& settings);
-
-// Adds the adapters and freezes the rest (validate_lora_settings first). Returns the adapted module paths (in module order).
+// Adds the adapters and freezes the rest, for settings as the flags (settings/arguments) or a
+// checkpoint's args (lora_settings_from_args) give them, which check them: rank > 0, alpha > 0,
+// dropout in [0, 1), some target. Returns the adapted module paths (in module order).
 // Throws std::invalid_argument naming the target that matches no Linear (listing the model's
 // Linear names) or a module that is not a Linear.
 std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& settings);

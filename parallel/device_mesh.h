@@ -13,6 +13,7 @@
 #include <string>
 
 #include "parallel/group.h"
+#include "parallel/parallel_dims.h"
 
 namespace megacpp::parallel {
 
@@ -20,10 +21,9 @@ class DistributedRuntime;
 
 class DeviceMesh {
  public:
-  // fsdp_size <= 1 or >= world size: 1-D (fsdp = world). Otherwise HSDP with
-  // ddp = world / fsdp_size; a size that does not divide the world is an error.
-  // Collective: every rank must call it.
-  // `ulysses_size` (1: none) must divide the world size.
+  // The groups of `dims`, whose world must be the runtime's. Collective: every rank must call it.
+  static DeviceMesh build(DistributedRuntime& runtime, const ParallelDims& dims);
+  // The same with the dimensions resolved against the runtime's world (ParallelDims::resolve).
   static DeviceMesh build(DistributedRuntime& runtime, int fsdp_size, int ulysses_size = 1);
 
   // A mesh of one process, for running without distribution.
@@ -32,20 +32,19 @@ class DeviceMesh {
   const Group& fsdp() const { return fsdp_; }  // shards parameters
   const Group& ddp() const { return ddp_; }    // replicates shards (size 1 unless HSDP)
   const Group& ulysses() const { return ulysses_; }  // splits each sequence (size 1 without)
-  int world_size() const { return fsdp_.size() * ddp_.size(); }
+  const ParallelDims& dims() const { return dims_; }
+  int world_size() const { return dims_.world; }
   // Ranks that read different samples; gradients summed over all ranks are divided by it.
-  int data_parallel_size() const { return world_size() / ulysses_.size(); }
+  int data_parallel_size() const { return dims_.data_parallel_size(); }
   int data_parallel_rank() const { return (ddp_.rank * fsdp_.size() + fsdp_.rank) / ulysses_.size(); }
-  bool is_hsdp() const { return ddp_.size() > 1; }
-  std::string describe() const;  // e.g. "HSDP (ddp=2, fsdp=2), Ulysses 2"
+  bool is_hsdp() const { return dims_.is_hsdp(); }
+  std::string describe() const { return dims_.describe(); }
 
  private:
+  ParallelDims dims_;
   Group fsdp_;
   Group ddp_;
   Group ulysses_;
 };
-
-// Resolves a requested fsdp size against the world; throws naming `key` when it is invalid.
-int resolve_fsdp_size(int requested, int world_size, const std::string& key);
 
 }  // namespace megacpp::parallel

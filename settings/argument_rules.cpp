@@ -32,19 +32,6 @@ void validate_schedule(const TrainingArguments& a) {
   }
 }
 
-// Megatron's --context-parallel-size, as MindSpeed's ulysses_cp_algo (its default).
-void validate_context_parallel(const TrainingArguments& a) {
-  require(a.context_parallel_size >= 1, "--context-parallel-size must be >= 1");
-  if (a.context_parallel_size == 1) return;  // no algorithm runs
-  require(a.context_parallel_algo == "ulysses_cp_algo",
-          "--context-parallel-algo " + a.context_parallel_algo + ": not supported; megacpp's context parallelism is "
-          "DeepSpeed-Ulysses (ulysses_cp_algo, MindSpeed's default): attention exchanges the sequence split for a head split");
-  require(a.use_torch_fsdp2, "--context-parallel-size needs --use-torch-fsdp2 (the ranks that split a sequence are FSDP2's)");
-  require(a.seq_length % a.context_parallel_size == 0,
-          "--seq-length " + std::to_string(a.seq_length) + " does not divide by --context-parallel-size " +
-              std::to_string(a.context_parallel_size) + ": each rank takes an equal slice of every sequence");
-}
-
 // Megatron's recompute: whole layers (full), uniformly (every layer) or the first N (block),
 // or each layer's core attention only (selective, which takes no method).
 void validate_recompute(const TrainingArguments& a) {
@@ -76,16 +63,9 @@ void validate_profile(const TrainingArguments& a) {
   for (int rank : a.profile_ranks) require(rank >= 0, "--profile-ranks must list ranks >= 0");
 }
 
-void validate_lora(const TrainingArguments& a) {
-  if (a.lora.rank == 0) return;
-  models::validate_lora_settings(a.lora);
-  require(!a.lora_save_base || !a.save.empty(), "--lora-save-base needs --save");
-}
-
 }  // namespace
 
 void validate_arguments(const TrainingArguments& a) {
-  validate_lora(a);
   require(a.seq_length > 0, "--seq-length must be positive");
   require(a.micro_batch_size > 0, "--micro-batch-size must be positive");
   // Each micro-batch is seq + 1 token ids of 8 bytes per sample.
@@ -104,7 +84,6 @@ void validate_arguments(const TrainingArguments& a) {
   require(a.lr_decay_iters >= 0, "--lr-decay-iters must be >= 0");
   validate_schedule(a);
   validate_recompute(a);
-  validate_context_parallel(a);
   validate_profile(a);
   require(a.empty_unused_memory_level >= 0 && a.empty_unused_memory_level <= 2, "--empty-unused-memory-level must be 0, 1 or 2");
   require(a.lr_decay_style == "constant" || a.lr_decay_style == "linear" || a.lr_decay_style == "cosine",

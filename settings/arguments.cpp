@@ -140,7 +140,12 @@ void read_lora_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
     for (const char* flag : {"lora-target-modules", "lora-alpha", "lora-dropout", "lora-load", "lora-save-base", "lora-ckpt-filter"}) {
       if (r.count(flag) > 0) throw std::invalid_argument("--" + std::string(flag) + " needs --lora-rank > 0");
     }
+    return;
   }
+  require(a.lora.alpha > 0, "--lora-alpha must be > 0");
+  require(a.lora.dropout >= 0 && a.lora.dropout < 1, "--lora-dropout must be in [0, 1)");
+  require(!a.lora.target_modules.empty(), "--lora-target-modules: name the modules to adapt (e.g. q_proj,v_proj)");
+  require(!a.lora_save_base || !r["save"].as<std::string>().empty(), "--lora-save-base needs --save");
 }
 
 // Data, tokenizer and data loading.

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "settings/fsdp2_config_yaml.h"
+#include "settings/parallelism.h"
 
 namespace megacpp::settings {
 namespace {
@@ -49,9 +50,10 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
     defaults.reduce_dtype = c10::kFloat;
   }
   if (args.grad_reduce_in_bf16) defaults.reduce_dtype = c10::kBFloat16;
-  defaults.ulysses_size = args.context_parallel_size;
+  defaults.ulysses_size = args.context_parallel_size;  // a YAML's ulysses_size must agree (check_context_parallel)
   if (args.fsdp2_config_path.empty()) {
     apply_recompute_flags(args, defaults);
+    check_context_parallel(args, defaults);
     return with_frozen_prefixes(defaults, args);
   }
   models::FSDP2Config config = load_fsdp2_config(args.fsdp2_config_path, defaults);
@@ -62,15 +64,11 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
   if (args.fp16 && config.param_dtype != c10::kHalf) {
     throw std::invalid_argument("--fp16 conflicts with param_dtype in " + args.fsdp2_config_path + " (remove one of them)");
   }
-  if (args.context_parallel_size > 1 && config.ulysses_size != args.context_parallel_size) {
-    throw std::invalid_argument("--context-parallel-size " + std::to_string(args.context_parallel_size) +
-                                " conflicts with ulysses_size " + std::to_string(config.ulysses_size) + " in " +
-                                args.fsdp2_config_path + " (remove one of them)");
-  }
   if (args.grad_reduce_in_bf16 && config.reduce_dtype != c10::kBFloat16) {
     throw std::invalid_argument("--grad-reduce-in-bf16 conflicts with reduce_dtype in " + args.fsdp2_config_path +
                                 " (remove one of them)");
   }
+  check_context_parallel(args, config);
   return with_frozen_prefixes(config, args);
 }
 

@@ -10,6 +10,7 @@
 #endif
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/lora_export.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
 #include "training/checkpoint_slots.h"
@@ -304,9 +305,7 @@ void TrainingCheckpointer::load_base(const checkpoint::CheckpointReader& reader,
 
 void TrainingCheckpointer::check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters,
                                                const std::string& given) const {
-  const models::LoraSettings saved =
-      reader.has_object("args") ? models::lora_settings_from_args(checkpoint::args_json(reader.object("args")), reader.dir())
-                                : models::LoraSettings{};
+  const models::LoraSettings saved = checkpoint::checkpoint_lora(reader);
   const std::string where = given + ": ";
   if (saved.rank == 0 && !holds_adapters(reader, adapters)) {
     throw std::runtime_error(where + "the checkpoint holds no LoRA adapters (its args record no lora_r)");

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "settings/fsdp2_config_from_args.h"
+#include "settings/parallelism.h"
 #include "io/data/dataset_builder.h"
 #include "megacpp/logging.h"
 #include "io/checkpoint/layout.h"
@@ -121,18 +122,7 @@ class TrainingRun {
                                   " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
     }
     fsdp_config_ = settings::fsdp2_config_from_args(args_);
-    if (args_.seq_length % fsdp_config_.ulysses_size != 0) {
-      throw std::invalid_argument("--seq-length " + std::to_string(args_.seq_length) + " does not divide by " + ulysses_setting() +
-                                  ": each rank takes an equal slice of every sequence");
-    }
-  }
-
-  // The Ulysses size as it was given, for errors: "--context-parallel-size 2" or
-  // "ulysses_size 2 in FILE".
-  std::string ulysses_setting() const {
-    const std::string size = std::to_string(fsdp_config_.ulysses_size);
-    return args_.context_parallel_size > 1 ? "--context-parallel-size " + size
-                                           : "ulysses_size " + size + " in " + args_.fsdp2_config_path;
+    dims_ = settings::parallel_dims(args_, fsdp_config_, env_.world_size);
   }
 
   // The runtime, the device mesh and the batch arithmetic.
@@ -151,10 +141,8 @@ class TrainingRun {
                                   ": CPU offload needs a CUDA device; this run computes on " + device_.str() +
                                   ", where the shards are in host memory already (remove the key)");
     }
-    mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2
-                                                       ? parallel::DeviceMesh::build(*runtime_, fsdp_config_.sharding_size,
-                                                                                   fsdp_config_.ulysses_size)
-                                                       : parallel::DeviceMesh::single());
+    mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2 ? parallel::DeviceMesh::build(*runtime_, dims_)
+                                                                         : parallel::DeviceMesh::single());
     const int dp_size = mesh_->data_parallel_size();
     accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
@@ -181,7 +169,7 @@ class TrainingRun {
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
     if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
     if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
-    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), ulysses_setting());
+    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), settings::ulysses_setting(args_, fsdp_config_));
     if (fsdp_config_.apply_tiled_mlp) models::apply_tiled_mlp(*model_, fsdp_config_.tiled_num_shards, "apply_tiled_mlp");
   }
 
@@ -380,6 +368,7 @@ class TrainingRun {
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   parallel::LaunchEnvironment env_;
   models::FSDP2Config fsdp_config_;
+  parallel::ParallelDims dims_;  // resolved from the flags and the YAML before any process group exists
   std::shared_ptr<parallel::DistributedRuntime> runtime_;
   c10::Device device_ = c10::Device(c10::kCPU);
   std::unique_ptr<parallel::DeviceMesh> mesh_;  // fully_shard keeps a pointer: never moved

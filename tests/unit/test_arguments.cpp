@@ -6,6 +6,7 @@
 
 #include "settings/arguments.h"
 #include "settings/fsdp2_config_from_args.h"
+#include "settings/parallelism.h"
 #include "training/lr_schedule.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
@@ -28,6 +29,16 @@ int64_t model_vocab(const settings::TrainingArguments& a) { return a.model->to_a
 std::string error_of(std::vector<std::string> flags) {
   try {
     parse(flags);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The error of parsing `flags` and merging them with the FSDP2 YAML (the parallelism checks).
+std::string merge_error_of(std::vector<std::string> flags) {
+  try {
+    settings::fsdp2_config_from_args(parse(flags));
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -201,14 +212,15 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
                          "--context-parallel-algo", "megatron_cp_algo", "--calculate-per-token-loss"}));
   // Megatron's --context-parallel-size is Ulysses (MindSpeed's default algorithm); another algorithm is refused.
   EXPECT_EQ(parse({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2"}).context_parallel_size, 2);
-  EXPECT_NE(error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2", "--context-parallel-algo", "megatron_cp_algo"})
+  EXPECT_NE(merge_error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2", "--context-parallel-algo", "megatron_cp_algo"})
                 .find("--context-parallel-algo megatron_cp_algo: not supported; megacpp's context parallelism is DeepSpeed-Ulysses"),
             std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "3", "--seq-length", "16"})
+  EXPECT_NE(merge_error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "3", "--seq-length", "16"})
                 .find("--seq-length 16 does not divide by --context-parallel-size 3"),
             std::string::npos);
-  EXPECT_NE(error_of({"--mock-data", "--context-parallel-size", "2"}).find("--context-parallel-size needs --use-torch-fsdp2"),
+  EXPECT_NE(merge_error_of({"--mock-data", "--context-parallel-size", "2"}).find("--context-parallel-size needs --use-torch-fsdp2"),
             std::string::npos);
+  EXPECT_EQ(merge_error_of({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2", "--seq-length", "16"}), "");
   // A refused flag's values are its own, however many (Megatron's nargs flags).
   const std::string moe = error_of({"--mock-data", "--moe-z-loss-coeff", "1", "0", "1", "--lr", "1e-3"});
   EXPECT_NE(moe.find("--moe-z-loss-coeff: not supported"), std::string::npos) << moe;
@@ -439,6 +451,34 @@ TEST(Arguments, GradReduceInBf16IsTheFsdp2ReduceDtype) {
     EXPECT_NE(std::string(e.what()).find("--grad-reduce-in-bf16 conflicts with reduce_dtype in " + yaml), std::string::npos) << e.what();
   }
   std::filesystem::remove(yaml);
+}
+
+// The run's dimensions come from the flags and the YAML once, before any process group exists;
+// a size that does not divide the world names the flag or key it came from.
+TEST(Arguments, ParallelDimsFromTheFlagsAndTheYaml) {
+  const settings::TrainingArguments cp = parse({"--mock-data", "--use-torch-fsdp2", "--context-parallel-size", "2", "--seq-length", "16"});
+  const parallel::ParallelDims dims = settings::parallel_dims(cp, settings::fsdp2_config_from_args(cp), 8);
+  EXPECT_EQ(dims.world, 8);
+  EXPECT_EQ(dims.dp_shard, 8);
+  EXPECT_EQ(dims.dp_replicate, 1);
+  EXPECT_EQ(dims.cp, 2);
+  EXPECT_EQ(dims.data_parallel_size(), 4);
+  EXPECT_EQ(dims.describe(), "FSDP (fsdp=8), Ulysses 2 (data-parallel 4)");
+  try {
+    settings::parallel_dims(cp, settings::fsdp2_config_from_args(cp), 3);
+    ADD_FAILURE() << "Ulysses 2 on 3 ranks was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--context-parallel-size=2 does not divide the world size 3"), std::string::npos) << e.what();
+  }
+  const parallel::ParallelDims hsdp = parallel::ParallelDims::resolve(8, 4, 2);
+  EXPECT_EQ(hsdp.dp_replicate, 2);
+  EXPECT_EQ(hsdp.dp_shard, 4);
+  EXPECT_EQ(hsdp.describe(), "HSDP (ddp=2, fsdp=4), Ulysses 2 (data-parallel 4)");
+  EXPECT_EQ(parallel::ParallelDims::resolve(4, -1).dp_shard, 4);
+  EXPECT_EQ(parallel::ParallelDims::resolve(4, 8).dp_shard, 4);  // >= world: full sharding
+  EXPECT_THROW(parallel::ParallelDims::resolve(4, 3), std::invalid_argument);
+  const settings::TrainingArguments single = parse({"--mock-data"});
+  EXPECT_EQ(settings::parallel_dims(single, settings::fsdp2_config_from_args(single), 1).world, 1);
 }
 
 }  // namespace

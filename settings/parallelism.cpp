@@ -1,0 +1,43 @@
+#include "settings/parallelism.h"
+
+#include <stdexcept>
+
+#include "megacpp/errors.h"
+
+namespace megacpp::settings {
+namespace {
+
+// Megatron's --context-parallel-size, as MindSpeed's ulysses_cp_algo (its default).
+void check_context_parallel_flags(const TrainingArguments& a) {
+  require(a.context_parallel_size >= 1, "--context-parallel-size must be >= 1");
+  if (a.context_parallel_size == 1) return;  // no algorithm runs
+  require(a.context_parallel_algo == "ulysses_cp_algo",
+          "--context-parallel-algo " + a.context_parallel_algo + ": not supported; megacpp's context parallelism is "
+          "DeepSpeed-Ulysses (ulysses_cp_algo, MindSpeed's default): attention exchanges the sequence split for a head split");
+  require(a.use_torch_fsdp2, "--context-parallel-size needs --use-torch-fsdp2 (the ranks that split a sequence are FSDP2's)");
+}
+
+}  // namespace
+
+void check_context_parallel(const TrainingArguments& args, const models::FSDP2Config& config) {
+  check_context_parallel_flags(args);
+  require(args.context_parallel_size == 1 || config.ulysses_size == args.context_parallel_size,
+          "--context-parallel-size " + std::to_string(args.context_parallel_size) + " conflicts with ulysses_size " +
+              std::to_string(config.ulysses_size) + " in " + args.fsdp2_config_path + " (remove one of them)");
+  require(args.seq_length % config.ulysses_size == 0, "--seq-length " + std::to_string(args.seq_length) + " does not divide by " +
+                                                          ulysses_setting(args, config) +
+                                                          ": each rank takes an equal slice of every sequence");
+}
+
+std::string ulysses_setting(const TrainingArguments& args, const models::FSDP2Config& config) {
+  const std::string size = std::to_string(config.ulysses_size);
+  return args.context_parallel_size > 1 ? "--context-parallel-size " + size : "ulysses_size " + size + " in " + args.fsdp2_config_path;
+}
+
+parallel::ParallelDims parallel_dims(const TrainingArguments& args, const models::FSDP2Config& config, int world) {
+  if (!args.use_torch_fsdp2) return parallel::ParallelDims{};
+  return parallel::ParallelDims::resolve(world, config.sharding_size, config.ulysses_size, "sharding_size",
+                                         args.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size");
+}
+
+}  // namespace megacpp::settings
