@@ -39,6 +39,7 @@ class FSDPParam {
   FSDPParam& operator=(const FSDPParam&) = delete;
 
   const std::string& fqn() const { return fqn_; }
+  const std::vector<Use>& uses() const { return uses_; }  // the slots that read it
   const ShardLayout& layout() const { return layout_; }
   bool requires_grad() const { return requires_grad_; }
 

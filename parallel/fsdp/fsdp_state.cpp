@@ -21,6 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "parallel/collectives.h"
@@ -84,6 +85,22 @@ void FSDPState::lazy_init() {
   root_ = this;
 }
 
+std::vector<GroupParam> FSDPState::group_params() {
+  lazy_init();
+  std::unordered_map<const Module*, std::string> paths;
+  for (const auto& [path, module] : named_hookable_modules(module_)) paths[module] = path;
+  std::vector<GroupParam> out;
+  for (const auto* state : tree_) {
+    if (!state->group_) continue;
+    for (const auto& p : state->group_->params()) {
+      const FSDPParam::Use& use = p->uses().front();
+      const std::string& owner = paths[use.module];
+      out.push_back({p.get(), owner.empty() ? use.name : owner + "." + use.name, paths[&state->module_]});
+    }
+  }
+  return out;
+}
+
 void FSDPState::set_gradient_divide_factor(double factor) {
   lazy_init();
   for (auto* state : (is_root_ ? tree_ : std::vector<FSDPState*>{this})) {
@@ -138,6 +155,10 @@ Module::Tensors FSDPState::post_forward(const Module::Tensors& outputs) {
         return grad;
       });
     }
+  }
+  if (is_root_ && !reads_checked_ && torch::GradMode::is_enabled()) {
+    reads_checked_ = true;
+    check_no_sharded_reads(group_params(), out);
   }
   // Forwards run again by recompute during backward are not part of the order.
   FSDPState& r = root();

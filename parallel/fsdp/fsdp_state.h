@@ -7,6 +7,7 @@
 
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fsdp_param_group.h"
+#include "parallel/fsdp/group_reads.h"
 #include "parallel/fsdp/options.h"
 
 namespace megacpp::parallel::fsdp {
@@ -20,6 +21,9 @@ class FSDPState {
   FSDPParamGroup* group() const { return group_.get(); }  // null if the module owns no parameters
   const FullyShardOptions& options() const { return options_; }
   void mark_not_root() { is_root_ = false; }
+  bool is_root() const { return is_root_; }
+  // Root: every parameter of the tree's groups, by path (Note [Reading another group's parameter]).
+  std::vector<GroupParam> group_params();
 
 
   void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
@@ -50,6 +54,7 @@ class FSDPState {
   const DeviceMesh& mesh_;
   FullyShardOptions options_;
   bool is_root_ = true;
+  bool reads_checked_ = false;     // root: its first forward's graph was checked (Note [Reading another group's parameter])
   FSDPState* root_ = nullptr;      // set by the root's lazy_init
   std::vector<FSDPState*> tree_;   // root only
   std::vector<FSDPState*> forward_prefetch_;

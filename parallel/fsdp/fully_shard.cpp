@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "parallel/fsdp/group_reads.h"
+
 namespace megacpp::parallel::fsdp {
 namespace {
 
@@ -110,6 +112,18 @@ FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardO
   module.add_pre_hook([raw](Module&, const Module::Tensors& inputs) { return raw->pre_forward(inputs); });
   module.add_post_hook([raw](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
     return raw->post_forward(outputs);
+  });
+  module.add_forward_wrapper([raw](const Module::Forward& forward, const Module::Tensors& inputs) {
+    if (!raw->is_root()) return forward(inputs);
+    try {
+      return forward(inputs);
+    } catch (const std::exception& e) {  // Note [Reading another group's parameter]
+      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+      const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+      const std::string why = explain_sharded_read(raw->group_params(), what);
+      if (why.empty()) throw;
+      throw std::runtime_error(what + why);
+    }
   });
   return *raw;
 }
