@@ -27,8 +27,10 @@ void apply_recompute_flags(const TrainingArguments& args, models::FSDP2Config& c
   config.recompute_num_layers = args.recompute_method == "block" ? args.recompute_num_layers : 0;
 }
 
-// --freeze-module-prefix adds to the YAML's model_args.freeze_module_prefix.
-models::FSDP2Config with_frozen_prefixes(models::FSDP2Config config, const TrainingArguments& args) {
+// --freeze-module-prefix adds to the YAML's model_args.freeze_module_prefix; --async-save turns
+// on ROLL's async_save_ckpt.
+models::FSDP2Config with_flags_added(models::FSDP2Config config, const TrainingArguments& args) {
+  config.async_save_ckpt = config.async_save_ckpt || args.async_save;
   for (const auto& prefix : args.freeze_module_prefix) {
     if (std::find(config.freeze_module_prefix.begin(), config.freeze_module_prefix.end(), prefix) == config.freeze_module_prefix.end()) {
       config.freeze_module_prefix.push_back(prefix);
@@ -54,7 +56,7 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
   if (args.fsdp2_config_path.empty()) {
     apply_recompute_flags(args, defaults);
     check_context_parallel(args, defaults);
-    return with_frozen_prefixes(defaults, args);
+    return with_flags_added(defaults, args);
   }
   models::FSDP2Config config = load_fsdp2_config(args.fsdp2_config_path, defaults);
   apply_recompute_flags(args, config);
@@ -69,7 +71,7 @@ models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args) {
                                 " (remove one of them)");
   }
   check_context_parallel(args, config);
-  return with_frozen_prefixes(config, args);
+  return with_flags_added(config, args);
 }
 
 }  // namespace megacpp::settings

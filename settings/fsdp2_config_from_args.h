@@ -1,6 +1,8 @@
 // The FSDP2 configuration a run uses: fsdp2_config.yaml (--fsdp2-config-path) with the
-// flags Megatron users give on the command line: precision (--bf16, --grad-reduce-in-bf16) and
-// activation recompute (--recompute-granularity full, --recompute-method, --recompute-num-layers).
+// flags Megatron users give on the command line: precision (--bf16, --grad-reduce-in-bf16),
+// activation recompute (--recompute-granularity full, --recompute-method, --recompute-num-layers),
+// Ulysses (--context-parallel-size), frozen prefixes and --async-save; the rest of the run reads
+// these from the result only.
 #pragma once
 
 #include "settings/arguments.h"

@@ -201,7 +201,7 @@ class TrainingRun {
   void load_checkpoint() {
     heartbeat_.beat("loading the checkpoint");
     checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
-                                                           args_.async_save || fsdp_config_.async_save_ckpt);
+                                                           fsdp_config_.async_save_ckpt);
     progress_ = checkpointer_->load(*model_, *optimizer_);
     if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
     // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the

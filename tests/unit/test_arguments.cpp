@@ -453,6 +453,12 @@ TEST(Arguments, GradReduceInBf16IsTheFsdp2ReduceDtype) {
   std::filesystem::remove(yaml);
 }
 
+// --async-save and ROLL's async_save_ckpt are one setting, merged once.
+TEST(Arguments, AsyncSaveIsTheYamlsAsyncSaveCkpt) {
+  EXPECT_TRUE(settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--async-save", "--save", "out"})).async_save_ckpt);
+  EXPECT_FALSE(settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--save", "out"})).async_save_ckpt);
+}
+
 // The run's dimensions come from the flags and the YAML once, before any process group exists;
 // a size that does not divide the world names the flag or key it came from.
 TEST(Arguments, ParallelDimsFromTheFlagsAndTheYaml) {
