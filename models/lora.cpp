@@ -64,6 +64,7 @@ LoraSettings lora_settings_from_args(const nlohmann::json& args, const std::stri
 }
 
 std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s) {
+  if (s.rank <= 0) throw std::invalid_argument("apply_lora: LoraSettings::rank is " + std::to_string(s.rank) + " (0: no LoRA, do not call it)");
   const std::string output = model.output_layer_path();
   std::vector<std::pair<std::string, Linear*>> linears;
   std::set<std::string> linear_names;

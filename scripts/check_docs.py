@@ -20,10 +20,22 @@ PROGRAMS = ["megacpp-train", "megacpp-run", "megacpp-preprocess", "megacpp-conve
 FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])")
 CODE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
 # What a doc names as a path of this repository starts with one of its folders: those git
-# tracks (not build trees or generated data).
-FOLDERS = sorted({path.split("/")[0] for path in subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True,
-                                                               text=True, check=True).stdout.splitlines() if "/" in path})
+# tracks (not build trees or generated data), or outside a git checkout those on disk.
+def repository_folders():
+    try:
+        listed = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True)
+    except OSError:  # no git at all
+        listed = None
+    if listed and listed.returncode == 0 and listed.stdout:
+        return sorted({path.split("/")[0] for path in listed.stdout.splitlines() if "/" in path})
+    return sorted(f for f in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, f)) and not f.startswith((".", "build"))
+                  and f not in ("data", "node_modules"))
+
+
+FOLDERS = repository_folders()
 TOP = re.compile(r"^(" + "|".join(map(re.escape, FOLDERS)) + r")/")
 
 

@@ -113,7 +113,8 @@ class TrainingRun {
   }
 
  private:
-  // Checks that need the launch environment; the flags were checked by parse_arguments.
+  // Checks that need the launch environment or the FSDP2 YAML; the flags alone were checked by
+  // parse_arguments.
   void validate_configuration() {
     env_ = parallel::read_launch_environment();
     setup_logging(env_.rank);

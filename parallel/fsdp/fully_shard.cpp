@@ -117,12 +117,10 @@ FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardO
     if (!raw->is_root()) return forward(inputs);
     try {
       return forward(inputs);
-    } catch (const std::exception& e) {  // Note [Reading another group's parameter]
-      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-      const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
-      const std::string why = explain_sharded_read(raw->group_params(), what);
-      if (why.empty()) throw;
-      throw std::runtime_error(what + why);
+    } catch (c10::Error& e) {  // libtorch's size errors; Note [Reading another group's parameter]
+      const std::string why = explain_sharded_read(raw->group_params(), e.what_without_backtrace());
+      if (!why.empty()) e.add_context(why);
+      throw;
     }
   });
   return *raw;

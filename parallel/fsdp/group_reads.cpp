@@ -65,13 +65,18 @@ void check_no_sharded_reads(const std::vector<GroupParam>& params, const Module:
 }
 
 std::string explain_sharded_read(const std::vector<GroupParam>& params, const std::string& error) {
+  // Only an error about sizes, and only shards that differ from the whole in rows; each shard
+  // shape once and at most three, since many parameters of a model share one.
+  if (error.find("size") == std::string::npos && error.find("shape") == std::string::npos) return "";
   std::set<int64_t> sizes;
   static const std::regex number("\\b[0-9]+\\b");
   for (std::sregex_iterator it(error.begin(), error.end(), number), end; it != end; ++it) sizes.insert(std::stoll(it->str()));
+  std::set<std::vector<int64_t>> shapes;
   std::string explained;
   for (const GroupParam& p : params) {
     const int64_t rows = p.param->sharded().size(0);
-    if (rows == p.param->layout().rows || !sizes.count(rows) || !reads_shard_now(*p.param)) continue;
+    if (rows < 2 || rows == p.param->layout().rows || !sizes.count(rows) || !reads_shard_now(*p.param)) continue;
+    if (!shapes.insert(p.param->sharded().sizes().vec()).second || shapes.size() > 3) continue;
     explained += "\nthe sizes may be a shard's: " + rule(p);
   }
   return explained;

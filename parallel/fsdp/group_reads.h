@@ -10,9 +10,11 @@
 //
 // Two checks name the parameter, its group and the rule instead. The root's first forward with
 // gradients walks the autograd graph of its outputs: a master shard there was read as a
-// parameter (compute reads the gathered tensor, a separate leaf). And a forward that throws is
-// explained when the sizes in its error are those of a shard that another group holds at that
-// moment.
+// parameter (compute reads the gathered tensor, a separate leaf); on one rank too, where the
+// shard is the whole parameter but its gradient would bypass the reduction. And a libtorch error
+// about sizes in a forward is explained when they are those of a shard another group holds at
+// that moment. What neither sees: reads by frozen parameters (no gradient, so no graph leaf) and
+// reads inside recomputed modules (their forward runs without a graph, and again in backward).
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reader and writer of safetensors files, in Python 3 (standard library + numpy).
 
-Purpose: check the files megacpp's serialization/safetensors.cpp writes, and give it files to
+Purpose: check the files megacpp's io/serialization/safetensors.cpp writes, and give it files to
 read, without trusting any of its code and without the `safetensors` package. Everything
 here follows the format as the reference implementation (huggingface/safetensors,
 safetensors/src/tensor.rs) defines it:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reader of TensorBoard event files, in plain Python 3 (standard library only).
 
-Purpose: check the files megacpp's TensorBoardWriter (megacpp/metrics/tensorboard_writer.cpp)
+Purpose: check the files megacpp's TensorBoardWriter (io/metrics/tensorboard_writer.cpp)
 writes without trusting any of its code, and without TensorFlow or protobuf installed. It has
 its own CRC-32C (bitwise, no table), its own TFRecord reader and a generic protobuf
 wire-format parser, and knows only the field numbers of tensorflow/core/util/event.proto
