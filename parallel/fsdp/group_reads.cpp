@@ -6,17 +6,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include <c10/util/StringUtil.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 namespace megacpp::parallel::fsdp {
 namespace {
-
-std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
 
 // Whether the modules read `param`'s shard now (its group is not computing).
 bool reads_shard_now(const FSDPParam& param) {
@@ -30,7 +25,7 @@ bool reads_shard_now(const FSDPParam& param) {
 std::string rule(const GroupParam& read) {
   const std::string group = read.group.empty() ? "the root's" : "'" + read.group + "'";
   return "parameter '" + read.path + "' was read while its FSDP group (" + group + ") was not computing, so as this "
-         "rank's shard " + shape_text(read.param->sharded().sizes()) + " of " + shape_text(read.param->layout().shape) +
+         "rank's shard " + c10::str(read.param->sharded().sizes()) + " of " + c10::str(c10::IntArrayRef(read.param->layout().shape)) +
          ": a module may read only the parameters of its own FSDP group or of a group around it (Note [Reading another "
          "group's parameter] in parallel/fsdp/group_reads.h). A module that reads another's parameter, as an output "
          "layer tied to the embedding does, must share the owner's group: do not wrap the owner apart from its reader "
