@@ -1,50 +1,27 @@
-// FSDP2Mixin: how a model is sharded (modelled on MindSpeed-MM's mixin). fully_shard runs
-// fixed, logged passes: pre-shard setup -> _fully_shard (recompute, wrap groups in post-order,
-// root) -> prefetch lists -> post-shard (initialize weights allocated from the meta device).
+// FSDP2Mixin: what a model says about how it may be sharded (modelled on MindSpeed-MM's mixin):
+// its module classes, experts, token embedding and output layer, whether it runs on slices of
+// each sequence, and the passes that parallelize runs on it (Note [Parallelize] in
+// models/parallelize.h), which a family may change.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <c10/core/Device.h>
-
 #include "models/fsdp2_config.h"
-#include "parallel/device_mesh.h"
-#include "parallel/fsdp/options.h"
-#include "parallel/module.h"
+#include "models/parallelize_pass.h"
 
 namespace megacpp::models {
-
-struct ShardingPlan {
-  const parallel::DeviceMesh* mesh = nullptr;
-  parallel::fsdp::FullyShardOptions options;   // for every fully_shard call
-  std::vector<std::string> wrap_paths;         // post-order
-  std::vector<std::string> recompute_paths;
-  // Wrapped modules whose cast_forward_inputs is not options' (by their class).
-  std::map<std::string, bool> cast_forward_inputs_at;
-};
 
 class FSDP2Mixin {
  public:
   virtual ~FSDP2Mixin() = default;
 
-  // Shards this model over `mesh` as `config` says, allocating only local shards (also for a
-  // model built on the meta device). `post_shard_init`, when given (meta-device init),
-  // initializes the weights once the shards exist.
-  void fully_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device,
-                   const std::function<void()>& post_shard_init = nullptr);
-
-  // Paths of the modules wrapped as their own group, in post-order (children before parents; for
-  // a stack of layers, forward order), after fully_shard.
-  const std::vector<std::string>& wrapped_module_paths() const { return plan_.wrap_paths; }
-
   // `config` with its by-class wrapping (module_classes_to_wrap, wrap_default_module_classes,
   // wrap_embeddings, wrap_lm_output) turned into sub_modules_to_wrap patterns, those fields
-  // cleared. fully_shard applies it first. Throws std::invalid_argument for a class this model
-  // does not list (naming the ones it does) or a part it does not have.
+  // cleared (parallelize's sharding_plan pass applies it). Throws std::invalid_argument for a
+  // class this model does not list (naming the ones it does) or a part it does not have.
   FSDP2Config resolve_module_classes(const FSDP2Config& config) const;
 
   // How this model's modules are named by class, for wrapping by class name (as ROLL's
@@ -75,23 +52,10 @@ class FSDP2Mixin {
   // is tied to the token embedding).
   virtual std::string output_layer_path() const { return ""; }
 
- protected:
-  // Applies recompute, then fully_shard on every wrapped module (post-order) and the root.
-  // Models override it to change how they are wrapped.
-  virtual void _fully_shard(const ShardingPlan& plan);
-
-  parallel::Module& self_module();
-  parallel::Module& module_at(const std::string& path);
-
- private:
-  ShardingPlan pre_shard(const parallel::DeviceMesh& mesh, const FSDP2Config& config, c10::Device device);
-  // Experts wrapped one by one need apply_expert_patch (refused without it, naming the expert);
-  // with it, every mixture-of-experts block runs all its experts.
-  void apply_expert_patch(const FSDP2Config& config, const std::vector<std::string>& wrap_paths);
-  void set_prefetch(const FSDP2Config& config);
-  std::map<std::string, bool> cast_forward_inputs_at(const FSDP2Config& config, const std::vector<std::string>& wrap_paths);
-
-  ShardingPlan plan_;
+  // The passes parallelize runs on this model: `passes` (default_passes()) as they are, by
+  // default. A family may add its own (insert_pass_before, e.g. a check of the sharding plan
+  // before fully_shard), replace one by name or drop one, as torchtitan's parallelize_fn does.
+  virtual std::vector<ParallelizePass> parallelize_passes(std::vector<ParallelizePass> passes) const { return passes; }
 };
 
 }  // namespace megacpp::models

@@ -1,5 +1,6 @@
 #include "models/module_path.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace megacpp::models {
@@ -16,6 +17,13 @@ long parse_index(const std::string& text, const std::string& pattern) {
     throw std::invalid_argument("module pattern '" + pattern + "': '" + text + "' is not an index");
   }
   return value;
+}
+
+void post_order(torch::nn::Module& module, const std::string& path, std::vector<std::string>& out) {
+  for (auto& child : module.named_children()) {
+    post_order(*child.value(), path.empty() ? child.key() : path + "." + child.key(), out);
+  }
+  out.push_back(path);
 }
 
 bool is_index(const std::string& s) {
@@ -136,6 +144,20 @@ std::vector<std::string> match_module_paths(torch::nn::Module& root,
     if (!used[i]) {
       throw std::invalid_argument(key + ": pattern '" + compiled[i].text() + "' matches no module of the model");
     }
+  }
+  return out;
+}
+
+std::vector<std::string> post_order_module_paths(torch::nn::Module& root) {
+  std::vector<std::string> out;
+  post_order(root, "", out);
+  return out;
+}
+
+std::vector<std::string> in_order_of(const std::vector<std::string>& order, const std::vector<std::string>& subset) {
+  std::vector<std::string> out;
+  for (auto& path : order) {
+    if (std::find(subset.begin(), subset.end(), path) != subset.end()) out.push_back(path);
   }
   return out;
 }

@@ -38,4 +38,10 @@ std::vector<std::string> match_module_paths(torch::nn::Module& root,
                                             const std::vector<std::string>& patterns,
                                             const std::string& key);
 
+// Paths of every module in `root`, children before parents (the root, "", last).
+std::vector<std::string> post_order_module_paths(torch::nn::Module& root);
+
+// The paths of `order` that are in `subset`, in the order of `order`.
+std::vector<std::string> in_order_of(const std::vector<std::string>& order, const std::vector<std::string>& subset);
+
 }  // namespace megacpp::models

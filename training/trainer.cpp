@@ -1,5 +1,5 @@
 // The training run as named steps, in the order run() takes them:
-//   validate_configuration -> start_processes -> build_data -> build_model -> shard_and_initialize
+//   validate_configuration -> start_processes -> build_data -> build_model -> parallelize_model
 //   -> build_optimizer -> load_checkpoint -> log_start -> per iteration: train_step, log_iteration,
 //   run_validation, save_checkpoint -> finish.
 #include "training/trainer.h"
@@ -35,9 +35,7 @@
 #include "training/parameter_dump.h"
 #include "training/step_health.h"
 #include "training/training_data.h"
-#include "models/freeze.h"
-#include "models/long_context.h"
-#include "models/lora.h"
+#include "models/parallelize.h"
 #include "models/registry.h"
 #include "parallel/collectives.h"
 #include "parallel/compat.h"
@@ -72,7 +70,7 @@ class TrainingRun {
     }
     build_data();
     build_model();
-    shard_and_initialize();
+    parallelize_model();
     build_optimizer();
     load_checkpoint();
     log_start();
@@ -168,22 +166,19 @@ class TrainingRun {
     torch::manual_seed(args_.seed);
     const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
-    if (args_.lora.rank > 0) models::apply_lora(*model_, args_.lora);
-    if (!fsdp_config_.freeze_module_prefix.empty()) models::freeze_module_prefixes(*model_, fsdp_config_.freeze_module_prefix);
-    if (mesh_->ulysses().size() > 1) models::apply_ulysses(*model_, mesh_->ulysses(), settings::ulysses_setting(args_, fsdp_config_));
-    if (fsdp_config_.apply_tiled_mlp) models::apply_tiled_mlp(*model_, fsdp_config_.tiled_num_shards, "apply_tiled_mlp");
   }
 
-  // Without meta init the full weights are initialized before sharding; with it, once the
-  // shards exist. --no-initialization leaves them as allocated: --load fills them.
-  void shard_and_initialize() {
-    auto init = [this] {
-      if (!args_.no_initialization) model_->init_weights(args_.init_method_std, args_.seed);
-    };
-    const bool meta = args_.init_model_with_meta_device;
-    if (!args_.use_torch_fsdp2) return init();
-    if (!meta) init();
-    model_->fully_shard(*mesh_, fsdp_config_, device_, meta ? std::function<void()>(init) : nullptr);
+  // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
+  // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
+  void parallelize_model() {
+    models::ParallelizeSettings settings;
+    settings.fsdp = fsdp_config_;
+    settings.lora = args_.lora;
+    settings.shard = args_.use_torch_fsdp2;
+    settings.device = device_;
+    settings.ulysses_setting = settings::ulysses_setting(args_, fsdp_config_);
+    if (!args_.no_initialization) settings.initialize = [this] { model_->init_weights(args_.init_method_std, args_.seed); };
+    models::parallelize(*model_, *mesh_, settings);
   }
 
   void build_optimizer() {

@@ -71,16 +71,6 @@ at::Tensor Gpt2Model::forward(const at::Tensor& ids) {
   return torch::linear((*ln_f_)(h), wte_->weight());
 }
 
-void Gpt2Model::_fully_shard(const megacpp::models::ShardingPlan& plan) {
-  for (const auto& path : plan.wrap_paths) {
-    if (path == "wte") {
-      throw std::invalid_argument("sub_modules_to_wrap / wrap_embeddings: 'wte' cannot be its own group: the output "
-                                  "layer reads its weight (tied embeddings)");
-    }
-  }
-  LanguageModel::_fully_shard(plan);
-}
-
 bool Gpt2Model::init_module(const std::string& path, megacpp::parallel::Module& module, double std, uint64_t seed) {
   if (dynamic_cast<LayerNorm*>(&module)) {
     fill_constant(module, "weight", 1.0);

@@ -56,8 +56,6 @@ class Gpt2Model : public megacpp::models::LanguageModel {
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;
-  // The output layer reads wte's weight: wte must stay in the root group.
-  void _fully_shard(const megacpp::models::ShardingPlan& plan) override;
   // LayerNorm is not a megacpp layer: weight 1, bias 0.
   bool init_module(const std::string& path, megacpp::parallel::Module& module, double std, uint64_t seed) override;
 

@@ -62,14 +62,4 @@ at::Tensor GptModel::forward(const at::Tensor& ids) {
   return torch::linear((*ln_f_)(h), wte_->weight());
 }
 
-void GptModel::_fully_shard(const ShardingPlan& plan) {
-  for (const auto& path : plan.wrap_paths) {
-    if (path == "wte") {
-      throw std::invalid_argument("sub_modules_to_wrap / wrap_embeddings: 'wte' cannot be its own group: the output "
-                                  "layer reads its weight (tied embeddings)");
-    }
-  }
-  LanguageModel::_fully_shard(plan);
-}
-
 }  // namespace megacpp::models

@@ -55,8 +55,6 @@ class GptModel : public LanguageModel {
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;
-  // The output layer reads wte's weight: wte must stay in the root group.
-  void _fully_shard(const ShardingPlan& plan) override;
 
  private:
   GptConfig config_;

@@ -72,18 +72,4 @@ void LlamaModel::set_auxiliary_loss_scale(double backward_scale) {
   if (balance_) balance_->set_backward_scale(backward_scale);
 }
 
-void LlamaModel::_fully_shard(const ShardingPlan& plan) {
-  if (config_.tie_embeddings) {
-    for (auto& path : plan.wrap_paths) {
-      if (path == "embed_tokens") {
-        throw std::invalid_argument(
-            "sub_modules_to_wrap / wrap_embeddings: 'embed_tokens' cannot be its own group while embeddings and "
-            "output weights are tied (the output layer reads its weight after it would be freed); remove it or "
-            "pass --untie-embeddings-and-output-weights");
-      }
-    }
-  }
-  LanguageModel::_fully_shard(plan);
-}
-
 }  // namespace megacpp::models

@@ -73,9 +73,6 @@ class LlamaModel : public LanguageModel {
   // {ids [batch, seq]} or {ids, inputs_embeds [batch, seq, hidden]} (a multimodal model's
   // embeddings, ids then only give the shape) -> {logits}.
   Tensors forward_tensors(const Tensors& inputs) override;
-  // Tied embeddings: the output layer reads embed_tokens' weight, so embed_tokens must stay in
-  // the root group (gathered for the whole step).
-  void _fully_shard(const ShardingPlan& plan) override;
 
  private:
   LlamaConfig config_;

@@ -1,8 +1,11 @@
 #include "models/llava/llava_model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/torch.h>
+
+#include "models/parallelize.h"
 
 namespace megacpp::models {
 
@@ -62,18 +65,14 @@ std::string LlavaModel::output_layer_path() const {
   return own.empty() ? "" : "language_model." + own;
 }
 
-void LlavaModel::_fully_shard(const ShardingPlan& plan) {
-  for (const auto& path : plan.wrap_paths) {
-    if (path == "language_model") {
-      throw std::invalid_argument("sub_modules_to_wrap: 'language_model' cannot be its own group: LLaVA reads its token embedding "
-                                  "before calling it; wrap its layers (language_model.layers.{*}) instead");
-    }
-    if (path == input_embeddings_path() && output_layer_path().empty()) {
-      throw std::invalid_argument("sub_modules_to_wrap / wrap_embeddings: '" + path + "' cannot be its own group while the language "
-                                  "model's output reads its weight (tied embeddings); remove it or untie them");
-    }
-  }
-  LanguageModel::_fully_shard(plan);
+std::vector<ParallelizePass> LlavaModel::parallelize_passes(std::vector<ParallelizePass> passes) const {
+  insert_pass_before(passes, "fully_shard", {"llava_groups", [](Parallelization& p) {
+    const auto& wrapped = p.plan.wrap_paths;
+    if (std::find(wrapped.begin(), wrapped.end(), "language_model") == wrapped.end()) return false;
+    throw std::invalid_argument("sub_modules_to_wrap: 'language_model' cannot be its own group: LLaVA reads its token "
+                                "embedding before calling it; wrap its layers (language_model.layers.{*}) instead");
+  }});
+  return passes;
 }
 
 bool LlavaModel::init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) {

@@ -71,6 +71,9 @@ class LlavaModel : public LanguageModel {
   std::string ulysses_refusal() const override {
     return "llava splices each image's features into the whole sequence where its image tokens are";
   }
+  // parallelize's passes with a check before fully_shard: language_model cannot be a group of
+  // its own (its token embedding runs before it is called).
+  std::vector<ParallelizePass> parallelize_passes(std::vector<ParallelizePass> passes) const override;
   std::vector<AuxiliaryLoss> auxiliary_losses() const override { return language_model_->auxiliary_losses(); }
   void set_auxiliary_loss_scale(double scale) override { language_model_->set_auxiliary_loss_scale(scale); }
 
@@ -78,9 +81,6 @@ class LlavaModel : public LanguageModel {
   // {ids [batch, seq]} or {ids, pixel values [images, channels, size, size]} -> {logits}: the
   // images' features, in order, take the places of the image tokens of ids (row by row).
   Tensors forward_tensors(const Tensors& inputs) override;
-  // Refuses groups that would free weights still needed: language_model itself (its embedding
-  // runs before it), its embedding when the output reads it (tied).
-  void _fully_shard(const ShardingPlan& plan) override;
   // The patch embedding and the class embedding ~ N(0, std), as the other weights.
   bool init_module(const std::string& path, parallel::Module& module, double std, uint64_t seed) override;
 

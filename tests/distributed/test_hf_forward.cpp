@@ -14,6 +14,7 @@
 #include "models/llama/llama_hf.h"
 #include "io/serialization/safetensors.h"
 #include "models/llama/llama_model.h"
+#include "models/parallelize.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "tests/support/distributed_test.h"
@@ -81,9 +82,9 @@ TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
     const LlamaConfig config = tiny(false, true);
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     auto model = std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat));
-    models::FSDP2Config fsdp;
-    fsdp.sub_modules_to_wrap = {"layers.{*}"};
-    model->fully_shard(mesh, fsdp, torch::kCPU);
+    models::ParallelizeSettings sharded;
+    sharded.fsdp.sub_modules_to_wrap = {"layers.{*}"};
+    models::parallelize(*model, mesh, sharded);
     initialize(model);
     // q_norm / k_norm [12] are sharded like every other parameter (6 rows per rank).
     EXPECT_EQ(model->named_parameters()["layers.0.self_attn.q_norm.weight"].size(0), 6);

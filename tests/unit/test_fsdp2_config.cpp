@@ -11,6 +11,7 @@
 #include "settings/fsdp2_config_yaml.h"
 #include "models/llama/llama_model.h"
 #include "models/llava/llava_model.h"
+#include "models/parallelize.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 
@@ -44,6 +45,13 @@ std::shared_ptr<models::LlamaModel> small_llama(bool tied = true) {
 const parallel::DeviceMesh& single_mesh() {
   static const parallel::DeviceMesh mesh = parallel::DeviceMesh::single();
   return mesh;
+}
+
+// parallelize with only `config` (no LoRA), sharded on the CPU.
+models::ParallelizeSettings sharded(const FSDP2Config& config) {
+  models::ParallelizeSettings settings;
+  settings.fsdp = config;
+  return settings;
 }
 
 std::string describe(const FSDP2Config& c) {
@@ -342,11 +350,11 @@ TEST(FSDP2ConfigYaml, MindSpeedFilesAsWritten) {
       "recompute_modules: ['model.layers.{*}']\n",
       "cfg.yaml");
   EXPECT_EQ(model->resolve_module_classes(config).sub_modules_to_wrap, (Strings{"layers.{*}", "lm_head"}));
-  model->fully_shard(single_mesh(), config, torch::kCPU);
-  EXPECT_EQ(model->wrapped_module_paths(), (Strings{"layers.0", "layers.1", "lm_head"}));
+  EXPECT_EQ(models::parallelize(*model, single_mesh(), sharded(config)).wrap_paths,
+            (Strings{"layers.0", "layers.1", "lm_head"}));
   try {
-    small_llama()->fully_shard(single_mesh(), parse_fsdp2_config("sub_modules_to_wrap: [mindspeed_mm.models.VideoDiTBlock]\n", "c"),
-                               torch::kCPU);
+    models::parallelize(*small_llama(), single_mesh(),
+                        sharded(parse_fsdp2_config("sub_modules_to_wrap: [mindspeed_mm.models.VideoDiTBlock]\n", "c")));
     ADD_FAILURE() << "an unknown class was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("sub_modules_to_wrap: 'mindspeed_mm.models.VideoDiTBlock' is not a module class of this "
@@ -364,8 +372,8 @@ TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
   EXPECT_EQ(resolved.sub_modules_to_wrap, (Strings{"embed_tokens", "layers.{*}", "lm_head"}));
   EXPECT_TRUE(resolved.module_classes_to_wrap.empty());
   EXPECT_FALSE(resolved.wrap_embeddings || resolved.wrap_lm_output || resolved.wrap_default_module_classes);
-  untied->fully_shard(single_mesh(), roll, torch::kCPU);
-  EXPECT_EQ(untied->wrapped_module_paths(), (Strings{"embed_tokens", "layers.0", "layers.1", "lm_head"}));
+  EXPECT_EQ(models::parallelize(*untied, single_mesh(), sharded(roll)).wrap_paths,
+            (Strings{"embed_tokens", "layers.0", "layers.1", "lm_head"}));
 
   // ROLL's default: the model's decoder layers.
   EXPECT_EQ(tied->resolve_module_classes(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml")).sub_modules_to_wrap,
@@ -373,7 +381,7 @@ TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
 
   auto error_of_resolving = [](models::LlamaModel& model, const std::string& yaml) -> std::string {
     try {
-      model.fully_shard(single_mesh(), parse_fsdp2_config(yaml, "cfg.yaml"), torch::kCPU);
+      models::parallelize(model, single_mesh(), sharded(parse_fsdp2_config(yaml, "cfg.yaml")));
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
@@ -476,8 +484,7 @@ TEST(RollStrategyConfig, EveryShippedConfigLoadsAndShardsTheModel) {
     auto model = it->second.model();
     const FSDP2Config resolved = model->resolve_module_classes(loaded);
     EXPECT_TRUE(resolved == it->second.resolved) << describe(resolved) << "\nexpected\n" << describe(it->second.resolved);
-    model->fully_shard(single_mesh(), loaded, torch::kCPU);
-    EXPECT_EQ(model->wrapped_module_paths(), it->second.wrapped);
+    EXPECT_EQ(models::parallelize(*model, single_mesh(), sharded(loaded)).wrap_paths, it->second.wrapped);
   }
   for (const auto& item : expected) {
     EXPECT_NE(std::find(files.begin(), files.end(), item.first), files.end()) << item.first << " is missing from configs/fsdp2";
@@ -496,7 +503,7 @@ TEST(RollStrategyConfig, CastForwardInputsPerModuleClass) {
   };
   const std::string wrap = "wrap_policy:\n  transformer_layer_cls_to_wrap: [CLIPEncoderLayer, LlamaDecoderLayer]\n";
   auto model = small_llava();
-  model->fully_shard(single_mesh(), parse_fsdp2_config(wrap + "param_dtype: bf16\n", "cfg.yaml"), torch::kCPU);
+  models::parallelize(*model, single_mesh(), sharded(parse_fsdp2_config(wrap + "param_dtype: bf16\n", "cfg.yaml")));
   EXPECT_FALSE(cast_of(*model, "vision_tower.vision_model.encoder.layers.0")) << "the model's default for CLIPEncoderLayer";
   EXPECT_TRUE(cast_of(*model, "language_model.layers.1"));
   EXPECT_TRUE(cast_of(*model, ""));
@@ -505,14 +512,14 @@ TEST(RollStrategyConfig, CastForwardInputsPerModuleClass) {
   EXPECT_FALSE(per_class.cast_forward_inputs);
   EXPECT_EQ(per_class.cast_forward_inputs_by_class, (std::map<std::string, bool>{{"CLIPEncoderLayer", true}}));
   model = small_llava();
-  model->fully_shard(single_mesh(), per_class, torch::kCPU);
+  models::parallelize(*model, single_mesh(), sharded(per_class));
   EXPECT_TRUE(cast_of(*model, "vision_tower.vision_model.encoder.layers.1")) << "the YAML over the model";
   EXPECT_FALSE(cast_of(*model, "language_model.layers.0"));
   EXPECT_FALSE(cast_of(*model, ""));
 
   try {
-    small_llama()->fully_shard(single_mesh(), parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: false\n", "cfg.yaml"),
-                               torch::kCPU);
+    models::parallelize(*small_llama(), single_mesh(),
+                        sharded(parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: false\n", "cfg.yaml")));
     ADD_FAILURE() << "a class the model does not have";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("cast_forward_inputs: 'CLIPEncoderLayer' is not a module class of this model (known: "
