@@ -58,8 +58,33 @@ std::vector<std::string> expert_patterns(const std::vector<std::string>& names,
 
 }  // namespace
 
-FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const {
-  FSDP2Config out = config;
+std::string FSDP2Mixin::known_classes_text() const {
+  std::vector<std::string> known;
+  for (auto& entry : module_classes()) {
+    if (std::find(known.begin(), known.end(), entry.first) == known.end()) known.push_back(entry.first);
+  }
+  return known.empty() ? std::string("none; name modules with sub_modules_to_wrap") : fmt::format("{}", fmt::join(known, ", "));
+}
+
+RecomputePolicy FSDP2Mixin::resolve_module_classes(const RecomputePolicy& given) const {
+  RecomputePolicy out = given;
+  const auto classes = module_classes();
+  out.recompute_modules = with_classes_resolved(given.recompute_modules, classes, known_classes_text(), "recompute_modules");
+  if (!given.recompute_default_module_classes) return out;
+  if (classes.empty()) {
+    throw std::invalid_argument("--recompute-granularity full: this model lists no module classes (layers) to "
+                                "recompute; name the modules with recompute_modules in fsdp2_config.yaml");
+  }
+  for (const auto& entry : classes) {
+    auto& recompute = out.recompute_modules;
+    if (std::find(recompute.begin(), recompute.end(), entry.second) == recompute.end()) recompute.push_back(entry.second);
+  }
+  out.recompute_default_module_classes = false;
+  return out;
+}
+
+WrapPolicy FSDP2Mixin::resolve_module_classes(const WrapPolicy& config) const {
+  WrapPolicy out = config;
   out.module_classes_to_wrap.clear();
   out.wrap_default_module_classes = false;
   out.wrap_embeddings = false;
@@ -70,27 +95,9 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
     if (std::find(wrap.begin(), wrap.end(), pattern) == wrap.end()) wrap.push_back(pattern);
   };
   const auto classes = module_classes();
-  std::vector<std::string> known;
-  for (auto& entry : classes) {
-    if (std::find(known.begin(), known.end(), entry.first) == known.end()) known.push_back(entry.first);
-  }
-  const std::string known_text = known.empty() ? std::string("none; name modules with sub_modules_to_wrap")
-                                               : fmt::format("{}", fmt::join(known, ", "));
+  const std::string known_text = known_classes_text();
   out.sub_modules_to_wrap = with_classes_resolved(config.sub_modules_to_wrap, classes, known_text, "sub_modules_to_wrap");
-  out.recompute_modules = with_classes_resolved(config.recompute_modules, classes, known_text, "recompute_modules");
   out.ignored_modules = with_classes_resolved(config.ignored_modules, classes, known_text, "ignored_modules");
-  if (config.recompute_default_module_classes) {
-    if (classes.empty()) {
-      throw std::invalid_argument("--recompute-granularity full: this model lists no module classes (layers) to "
-                                  "recompute; name the modules with recompute_modules in fsdp2_config.yaml");
-    }
-    for (const auto& entry : classes) {
-      auto& recompute = out.recompute_modules;
-      if (std::find(recompute.begin(), recompute.end(), entry.second) == recompute.end()) recompute.push_back(entry.second);
-    }
-    out.recompute_default_module_classes = false;
-  }
-
   if (config.wrap_embeddings) {
     const std::string path = input_embeddings_path();
     if (path.empty()) throw std::invalid_argument("wrap_embeddings: this model has no token embedding module to wrap");
@@ -98,11 +105,11 @@ FSDP2Config FSDP2Mixin::resolve_module_classes(const FSDP2Config& config) const 
   }
   std::vector<std::string> names = config.module_classes_to_wrap;
   if (config.wrap_default_module_classes) {
-    if (known.empty()) {
+    if (classes.empty()) {
       throw std::invalid_argument("wrap_policy: this model lists no module classes, so the default (wrap every "
                                   "decoder layer class) does not apply; name the modules with sub_modules_to_wrap");
     }
-    for (auto& name : known) {
+    for (auto& [name, pattern] : classes) {
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   }

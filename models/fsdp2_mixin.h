@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/fsdp2_config.h"
+#include "models/sharding_policy.h"
 #include "models/parallelize_pass.h"
 
 namespace megacpp::models {
@@ -18,11 +18,14 @@ class FSDP2Mixin {
  public:
   virtual ~FSDP2Mixin() = default;
 
-  // `config` with its by-class wrapping (module_classes_to_wrap, wrap_default_module_classes,
-  // wrap_embeddings, wrap_lm_output) turned into sub_modules_to_wrap patterns, those fields
-  // cleared (parallelize's sharding_plan pass applies it). Throws std::invalid_argument for a
-  // class this model does not list (naming the ones it does) or a part it does not have.
-  FSDP2Config resolve_module_classes(const FSDP2Config& config) const;
+  // `wrap` with its by-class wrapping (module_classes_to_wrap, wrap_default_module_classes,
+  // wrap_embeddings, wrap_lm_output, expert_classes_to_wrap) and MindSpeed's class paths turned
+  // into sub_modules_to_wrap / ignored_modules patterns, those fields cleared; `recompute` with
+  // its class paths and recompute_default_module_classes turned into recompute_modules patterns.
+  // parallelize's sharding_plan pass applies both. Throws std::invalid_argument for a class
+  // this model does not list (naming the ones it does) or a part it does not have.
+  WrapPolicy resolve_module_classes(const WrapPolicy& wrap) const;
+  RecomputePolicy resolve_module_classes(const RecomputePolicy& recompute) const;
 
   // How this model's modules are named by class, for wrapping by class name (as ROLL's
   // wrap_policy does with Hugging Face classes): pairs (class name, module pattern), e.g.
@@ -56,6 +59,9 @@ class FSDP2Mixin {
   // default. A family may add its own (insert_pass_before, e.g. a check of the sharding plan
   // before fully_shard), replace one by name or drop one, as torchtitan's parallelize_fn does.
   virtual std::vector<ParallelizePass> parallelize_passes(std::vector<ParallelizePass> passes) const { return passes; }
+
+ private:
+  std::string known_classes_text() const;  // the class names of module_classes(), for errors
 };
 
 }  // namespace megacpp::models

@@ -23,8 +23,8 @@ bool lora(Parallelization& p) {
 }
 
 bool freeze(Parallelization& p) {
-  if (p.settings.fsdp.freeze_module_prefix.empty()) return false;
-  freeze_module_prefixes(p.model, p.settings.fsdp.freeze_module_prefix);
+  if (p.settings.freeze_module_prefix.empty()) return false;
+  freeze_module_prefixes(p.model, p.settings.freeze_module_prefix);
   return true;
 }
 
@@ -35,8 +35,8 @@ bool ulysses(Parallelization& p) {
 }
 
 bool tiled_mlp(Parallelization& p) {
-  if (!p.settings.fsdp.apply_tiled_mlp) return false;
-  apply_tiled_mlp(p.model, p.settings.fsdp.tiled_num_shards, "apply_tiled_mlp");
+  if (!p.settings.tiled_mlp.apply_tiled_mlp) return false;
+  apply_tiled_mlp(p.model, p.settings.tiled_mlp.tiled_num_shards, "apply_tiled_mlp");
   return true;
 }
 
@@ -55,12 +55,13 @@ bool initialize_full(Parallelization& p) {
 
 bool sharding_plan(Parallelization& p) {
   if (!p.settings.shard) return false;
-  const FSDP2Config& given = p.settings.fsdp;
-  if (given.num_to_forward_prefetch < 0 || given.num_to_backward_prefetch < 0) {
+  const ShardingPolicy& sharding = p.settings.sharding;
+  if (sharding.num_to_forward_prefetch < 0 || sharding.num_to_backward_prefetch < 0) {
     throw std::invalid_argument("num_to_forward_prefetch / num_to_backward_prefetch must be >= 0");
   }
-  p.config = p.model.resolve_module_classes(given);
-  p.plan = make_sharding_plan(p.model, p.mesh, p.config, p.settings.device);
+  p.wrap = p.model.resolve_module_classes(p.settings.wrap);
+  p.recompute = p.model.resolve_module_classes(p.settings.recompute);
+  p.plan = make_sharding_plan(p.model, p.mesh, p.wrap, p.recompute, sharding, p.settings.device);
   return true;
 }
 
@@ -79,7 +80,7 @@ bool expert_patch(Parallelization& p) {
   for (auto& [path, module] : parallel::named_hookable_modules(p.model)) {
     if (auto* block = dynamic_cast<SparseMoeBlock*>(module)) blocks.emplace_back(path, block);
   }
-  if (p.config.apply_expert_patch) {
+  if (p.wrap.apply_expert_patch) {
     if (blocks.empty()) throw std::invalid_argument("apply_expert_patch: this model has no mixture-of-experts layers");
     for (auto& entry : blocks) entry.second->set_run_every_expert(true);
     spdlog::info("fsdp2: apply_expert_patch: every expert of {} MoE layer(s) runs each micro-batch", blocks.size());
@@ -119,7 +120,8 @@ bool fully_shard(Parallelization& p) {
 }
 
 bool prefetch(Parallelization& p) {
-  const int forward_count = p.config.num_to_forward_prefetch, backward_count = p.config.num_to_backward_prefetch;
+  const int forward_count = p.settings.sharding.num_to_forward_prefetch;
+  const int backward_count = p.settings.sharding.num_to_backward_prefetch;
   if (!p.settings.shard || (forward_count == 0 && backward_count == 0)) return false;
   // Groups start their forward in pre-order (a layer, then the experts wrapped inside it) and
   // their backward in reverse post-order (the plan's wrap_paths reversed).
@@ -177,7 +179,7 @@ std::vector<ParallelizePass> default_passes() {
 }
 
 ShardingPlan parallelize(LanguageModel& model, const parallel::DeviceMesh& mesh, const ParallelizeSettings& settings) {
-  Parallelization state{model, mesh, settings, settings.fsdp, {}, holds_meta_weights(model)};
+  Parallelization state{model, mesh, settings, settings.wrap, settings.recompute, {}, holds_meta_weights(model)};
   std::vector<std::string> applied;
   for (const auto& pass : model.parallelize_passes(default_passes())) {
     if (pass.run(state)) applied.push_back(pass.name);

@@ -25,7 +25,7 @@
 
 #include <c10/core/Device.h>
 
-#include "models/fsdp2_config.h"
+#include "models/sharding_policy.h"
 #include "models/language_model.h"
 #include "models/lora.h"
 #include "models/parallelize_pass.h"
@@ -35,8 +35,12 @@ namespace megacpp::models {
 
 // What parallelize is asked to do, already read and checked (settings/).
 struct ParallelizeSettings {
-  FSDP2Config fsdp;                       // fsdp2_config.yaml with the flags merged in
   LoraSettings lora;                      // rank 0: no LoRA
+  std::vector<std::string> freeze_module_prefix;  // models/freeze.h
+  TiledMlpPolicy tiled_mlp;
+  WrapPolicy wrap;
+  RecomputePolicy recompute;
+  ShardingPolicy sharding;
   bool shard = true;                      // --use-torch-fsdp2: the sharding passes run
   c10::Device device = c10::kCPU;         // where the shards live
   std::string ulysses_setting = "ulysses_size";  // how the Ulysses size was given, for messages
@@ -48,7 +52,8 @@ struct Parallelization {
   LanguageModel& model;
   const parallel::DeviceMesh& mesh;
   const ParallelizeSettings& settings;
-  FSDP2Config config;  // settings.fsdp with wrapping by class resolved, by sharding_plan
+  WrapPolicy wrap;            // settings.wrap with its classes resolved, by sharding_plan
+  RecomputePolicy recompute;  // settings.recompute with its classes resolved, by sharding_plan
   ShardingPlan plan;   // filled by sharding_plan
   bool meta_weights = false;  // the model was built on the meta device (--init-model-with-meta-device)
 

@@ -15,12 +15,12 @@ namespace {
 
 // Megatron's recompute: the modules recompute_modules names (the first recompute_num_layers,
 // when set), and with recompute_core_attention every core attention module.
-std::vector<std::string> recompute_paths(LanguageModel& model, const FSDP2Config& config, const std::vector<std::string>& order) {
-  std::vector<std::string> paths = in_order_of(order, match_module_paths(model, config.recompute_modules, "recompute_modules"));
-  if (config.recompute_num_layers > 0 && static_cast<int64_t>(paths.size()) > config.recompute_num_layers) {
-    paths.resize(static_cast<size_t>(config.recompute_num_layers));  // the first N, in forward order
+std::vector<std::string> recompute_paths(LanguageModel& model, const RecomputePolicy& recompute, const std::vector<std::string>& order) {
+  std::vector<std::string> paths = in_order_of(order, match_module_paths(model, recompute.recompute_modules, "recompute_modules"));
+  if (recompute.recompute_num_layers > 0 && static_cast<int64_t>(paths.size()) > recompute.recompute_num_layers) {
+    paths.resize(static_cast<size_t>(recompute.recompute_num_layers));  // the first N, in forward order
   }
-  if (!config.recompute_core_attention) return paths;
+  if (!recompute.recompute_core_attention) return paths;
   std::vector<std::string> core;
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
     if (dynamic_cast<CoreAttention*>(module)) core.push_back(path);
@@ -35,10 +35,10 @@ std::vector<std::string> recompute_paths(LanguageModel& model, const FSDP2Config
 
 // cast_forward_inputs of the wrapped modules whose class the config (over the model's
 // cast_forward_inputs_by_class) gives a value other than the config's own.
-std::map<std::string, bool> cast_forward_inputs_at(LanguageModel& model, const FSDP2Config& config,
+std::map<std::string, bool> cast_forward_inputs_at(LanguageModel& model, const ShardingPolicy& sharding,
                                                    const std::vector<std::string>& wrap_paths) {
   std::map<std::string, bool> by_class = model.cast_forward_inputs_by_class();
-  for (const auto& [name, value] : config.cast_forward_inputs_by_class) by_class[name] = value;
+  for (const auto& [name, value] : sharding.cast_forward_inputs_by_class) by_class[name] = value;
   const auto classes = model.module_classes();
   std::map<std::string, bool> out;
   for (const auto& [name, value] : by_class) {
@@ -47,11 +47,11 @@ std::map<std::string, bool> cast_forward_inputs_at(LanguageModel& model, const F
       if (class_name == name) patterns.push_back(pattern);
       known.push_back(class_name);
     }
-    if (patterns.empty() && config.cast_forward_inputs_by_class.count(name)) {
+    if (patterns.empty() && sharding.cast_forward_inputs_by_class.count(name)) {
       throw std::invalid_argument("cast_forward_inputs: '" + name + "' is not a module class of this model (known: " +
                                   (known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))) + ")");
     }
-    if (patterns.empty() || value == config.cast_forward_inputs) continue;
+    if (patterns.empty() || value == sharding.cast_forward_inputs) continue;
     int64_t count = 0;
     for (const auto& path : match_module_paths(model, patterns, "cast_forward_inputs")) {
       if (std::find(wrap_paths.begin(), wrap_paths.end(), path) == wrap_paths.end()) continue;
@@ -63,18 +63,19 @@ std::map<std::string, bool> cast_forward_inputs_at(LanguageModel& model, const F
   return out;
 }
 
-std::vector<at::Tensor> ignored_parameters(LanguageModel& model, const FSDP2Config& config) {
+std::vector<at::Tensor> ignored_parameters(LanguageModel& model, const std::vector<std::string>& ignored_modules,
+                                           const ShardingPolicy& sharding) {
   std::vector<at::Tensor> out;
-  for (auto& path : match_module_paths(model, config.ignored_modules, "ignored_modules")) {
+  for (auto& path : match_module_paths(model, ignored_modules, "ignored_modules")) {
     auto& module = *model.named_modules("", true)[path];
     for (auto& p : module.parameters(/*recurse=*/true)) {
       if (p.is_meta()) {
         throw std::invalid_argument("ignored_modules: '" + path + "' is on the meta device; ignored modules are not "
                                     "materialized yet, so drop --init-model-with-meta-device or the ignored module");
       }
-      if (config.param_dtype && *config.param_dtype != c10::kFloat) {
+      if (sharding.param_dtype && *sharding.param_dtype != c10::kFloat) {
         throw std::invalid_argument("ignored_modules: '" + path + "' would compute in fp32 beside " +
-                                    std::string(c10::toString(*config.param_dtype)) +
+                                    std::string(c10::toString(*sharding.param_dtype)) +
                                     " activations; ignored modules support only param_dtype fp32");
       }
       out.push_back(p);
@@ -98,27 +99,27 @@ void refuse_tied_embedding_group(const LanguageModel& model, const std::vector<s
 
 }  // namespace
 
-ShardingPlan make_sharding_plan(LanguageModel& model, const parallel::DeviceMesh& mesh, const FSDP2Config& config,
-                                c10::Device device) {
+ShardingPlan make_sharding_plan(LanguageModel& model, const parallel::DeviceMesh& mesh, const WrapPolicy& wrap,
+                                const RecomputePolicy& recompute, const ShardingPolicy& sharding, c10::Device device) {
   const std::vector<std::string> order = post_order_module_paths(model);
   ShardingPlan plan;
   plan.mesh = &mesh;
-  plan.options.reshard_after_forward = config.reshard_after_forward;
-  plan.options.offload_to_cpu = config.offload_to_cpu;
-  plan.options.pin_memory = config.pin_memory;
-  plan.options.mixed_precision = {config.param_dtype, config.reduce_dtype, config.output_dtype, config.cast_forward_inputs};
+  plan.options.reshard_after_forward = sharding.reshard_after_forward;
+  plan.options.offload_to_cpu = sharding.offload_to_cpu;
+  plan.options.pin_memory = sharding.pin_memory;
+  plan.options.mixed_precision = {sharding.param_dtype, sharding.reduce_dtype, sharding.output_dtype, sharding.cast_forward_inputs};
   plan.options.device = device;
-  plan.wrap_paths = in_order_of(order, match_module_paths(model, config.sub_modules_to_wrap, "sub_modules_to_wrap"));
+  plan.wrap_paths = in_order_of(order, match_module_paths(model, wrap.sub_modules_to_wrap, "sub_modules_to_wrap"));
   plan.wrap_paths.erase(std::remove(plan.wrap_paths.begin(), plan.wrap_paths.end(), ""), plan.wrap_paths.end());
   refuse_tied_embedding_group(model, plan.wrap_paths);
-  plan.cast_forward_inputs_at = cast_forward_inputs_at(model, config, plan.wrap_paths);
-  plan.recompute_paths = recompute_paths(model, config, order);
-  plan.options.ignored_params = ignored_parameters(model, config);
+  plan.cast_forward_inputs_at = cast_forward_inputs_at(model, sharding, plan.wrap_paths);
+  plan.recompute_paths = recompute_paths(model, recompute, order);
+  plan.options.ignored_params = ignored_parameters(model, wrap.ignored_modules, sharding);
   spdlog::info("fsdp2: mesh {} | wrap {} module(s) | recompute {} | ignored params {}", mesh.describe(),
                plan.wrap_paths.size(), plan.recompute_paths.size(), plan.options.ignored_params.size());
-  if (config.offload_to_cpu) {
+  if (sharding.offload_to_cpu) {
     spdlog::info("fsdp2: CPU offload: sharded parameters, gradients and optimizer state in {}host memory",
-                 config.pin_memory ? "pinned " : "");
+                 sharding.pin_memory ? "pinned " : "");
   }
   return plan;
 }

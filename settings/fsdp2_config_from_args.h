@@ -6,12 +6,12 @@
 #pragma once
 
 #include "settings/arguments.h"
-#include "models/fsdp2_config.h"
+#include "settings/fsdp2_config.h"
 
 namespace megacpp::settings {
 
 // A flag and a YAML key that disagree (--bf16 with param_dtype fp32, --recompute-granularity
 // with recompute_modules) is an error naming both.
-models::FSDP2Config fsdp2_config_from_args(const TrainingArguments& args);
+FSDP2Config fsdp2_config_from_args(const TrainingArguments& args);
 
 }  // namespace megacpp::settings

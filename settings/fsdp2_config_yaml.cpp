@@ -113,7 +113,7 @@ int positive(const YAML::Node& node, const std::string& source, const std::strin
 // ROLL's model_args (beside strategy_args): freeze_module_prefix, a comma-separated string (as
 // ROLL splits it) or a list; ulysses_size (its node kept in `ulysses`, to compare with
 // strategy_config's).
-void read_model_args(const YAML::Node& node, const std::string& source, models::FSDP2Config& c, YAML::Node& ulysses) {
+void read_model_args(const YAML::Node& node, const std::string& source, FSDP2Config& c, YAML::Node& ulysses) {
   if (node.IsNull()) return;
   if (!node.IsMap()) {
     fail(source, node, "model_args",
@@ -140,17 +140,18 @@ void read_model_args(const YAML::Node& node, const std::string& source, models::
 }
 
 // cast_forward_inputs: true | false, or per wrapped module class {default: true, CLIPEncoderLayer: false}.
-void read_cast_forward_inputs(const YAML::Node& node, const std::string& source, const std::string& key, models::FSDP2Config& c) {
+void read_cast_forward_inputs(const YAML::Node& node, const std::string& source, const std::string& key, FSDP2Config& c) {
   if (!node.IsMap()) {
-    c.cast_forward_inputs = scalar<bool>(node, source, key, "true or false, or a mapping of module classes to true or false");
+    c.sharding.cast_forward_inputs =
+        scalar<bool>(node, source, key, "true or false, or a mapping of module classes to true or false");
     return;
   }
   for (const auto& item : mapping_items(node, source, key + ".")) {
     const bool value = scalar<bool>(item.value, source, key + "." + item.name, "true or false");
     if (item.name == "default") {
-      c.cast_forward_inputs = value;
+      c.sharding.cast_forward_inputs = value;
     } else {
-      c.cast_forward_inputs_by_class[item.name] = value;
+      c.sharding.cast_forward_inputs_by_class[item.name] = value;
     }
   }
 }
@@ -191,24 +192,24 @@ YAML::Node strategy_config_of(const YAML::Node& node, const std::string& source,
 
 // ROLL's wrap_policy mapping.
 void read_wrap_policy(const YAML::Node& node, const std::string& source, const std::string& prefix,
-                      models::FSDP2Config& c, bool& classes_given) {
+                      FSDP2Config& c, bool& classes_given) {
   if (node.IsNull()) return;
   if (!node.IsMap()) fail(source, node, prefix, "expected a mapping (" + std::string(kWrapPolicyKeys) + ")");
   for (const auto& [name, key_node, v] : mapping_items(node, source, prefix + ".")) {
     const std::string key = prefix + "." + name;
     if (name == "transformer_layer_cls_to_wrap") {
-      c.module_classes_to_wrap = string_list(v, source, key, "class name");
-      if (c.module_classes_to_wrap.empty()) {
+      c.wrap.module_classes_to_wrap = string_list(v, source, key, "class name");
+      if (c.wrap.module_classes_to_wrap.empty()) {
         fail(source, v, key, "expected a non-empty list of class names (e.g. [LlamaDecoderLayer]); remove the key to "
                           "wrap the model's decoder layers");
       }
       classes_given = true;
     } else if (name == "wrap_embeddings") {
-      c.wrap_embeddings = flag(v, source, key, false);
+      c.wrap.wrap_embeddings = flag(v, source, key, false);
     } else if (name == "wrap_lm_output") {
-      c.wrap_lm_output = flag(v, source, key, false);
+      c.wrap.wrap_lm_output = flag(v, source, key, false);
     } else if (name == "moe_experts") {
-      c.expert_classes_to_wrap = string_list(v, source, key, "class name");
+      c.wrap.expert_classes_to_wrap = string_list(v, source, key, "class name");
     } else {
       fail(source, key_node, key, "unknown key (known: " + std::string(kWrapPolicyKeys) + ")");
     }
@@ -225,8 +226,8 @@ c10::ScalarType parse_dtype(const std::string& text, const std::string& key) {
   throw std::invalid_argument("key '" + key + "': unknown dtype '" + text + "' (use bf16, fp16 or fp32)");
 }
 
-models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::string& source,
-                                       const models::FSDP2Config& defaults) {
+FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::string& source,
+                               const FSDP2Config& defaults) {
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(yaml_text);
@@ -240,7 +241,7 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
     }
   }
   const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
-  models::FSDP2Config c = defaults;
+  FSDP2Config c = defaults;
   if (root.IsNull()) return c;
   if (!root.IsMap()) {
     throw std::invalid_argument(where(source, root) + ": expected a mapping of fsdp2 keys, got " +
@@ -291,34 +292,34 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
         const bool automatic = v.IsScalar() && v.Scalar() == "auto";
         c.sharding_size = v.IsNull() || automatic ? -1 : scalar<int>(v, source, key, "an integer or auto");
       } else if (name == "sub_modules_to_wrap") {
-        c.sub_modules_to_wrap = string_list(v, source, key);
+        c.wrap.sub_modules_to_wrap = string_list(v, source, key);
       } else if (name == "ignored_modules") {
-        c.ignored_modules = string_list(v, source, key);
+        c.wrap.ignored_modules = string_list(v, source, key);
       } else if (name == "recompute_modules") {
-        c.recompute_modules = string_list(v, source, key);
+        c.recompute.recompute_modules = string_list(v, source, key);
       } else if (name == "reshard_after_forward") {
         int ranks = 0;
         if (v.IsScalar() && YAML::convert<int>::decode(v, ranks)) {
           fail(source, v, key, "an integer (reshard to " + std::to_string(ranks) + " ranks after forward) is not supported: "
                                "megacpp reshards to the whole group (true) or keeps the parameters gathered (false)");
         }
-        c.reshard_after_forward = flag(v, source, key, true);  // null: FSDP2's default
+        c.sharding.reshard_after_forward = flag(v, source, key, true);  // null: FSDP2's default
       } else if (name == "param_dtype") {
-        c.param_dtype = optional_dtype(v, source, key);
+        c.sharding.param_dtype = optional_dtype(v, source, key);
       } else if (name == "reduce_dtype") {
-        c.reduce_dtype = optional_dtype(v, source, key);
+        c.sharding.reduce_dtype = optional_dtype(v, source, key);
       } else if (name == "output_dtype") {
-        c.output_dtype = optional_dtype(v, source, key);
+        c.sharding.output_dtype = optional_dtype(v, source, key);
       } else if (name == "cast_forward_inputs") {
         read_cast_forward_inputs(v, source, key, c);
       } else if (name == "num_to_forward_prefetch") {
-        c.num_to_forward_prefetch = non_negative(v, source, key);
+        c.sharding.num_to_forward_prefetch = non_negative(v, source, key);
       } else if (name == "num_to_backward_prefetch") {
-        c.num_to_backward_prefetch = non_negative(v, source, key);
+        c.sharding.num_to_backward_prefetch = non_negative(v, source, key);
       } else if (name == "offload_to_cpu" || name == "offload_policy") {  // MindSpeed's and ROLL's
-        c.offload_to_cpu = c.offload_to_cpu || flag(v, source, key, false);
+        c.sharding.offload_to_cpu = c.sharding.offload_to_cpu || flag(v, source, key, false);
       } else if (name == "pin_memory") {
-        c.pin_memory = flag(v, source, key, true);  // only matters with offload
+        c.sharding.pin_memory = flag(v, source, key, true);  // only matters with offload
       } else if (name == "use_reentrant") {
         flag(v, source, key, true);  // megacpp's recompute has one form; both give the same gradients
       } else if (name == "align_fsdp_param_groups") {
@@ -341,11 +342,11 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
       } else if (name == "wrap_policy") {  // ROLL's strategy_config keys from here on
         read_wrap_policy(v, source, key, c, classes_given);
       } else if (name == "apply_expert_patch") {
-        c.apply_expert_patch = flag(v, source, key, false);
+        c.wrap.apply_expert_patch = flag(v, source, key, false);
       } else if (name == "apply_tiled_mlp") {
-        c.apply_tiled_mlp = flag(v, source, key, false);
+        c.tiled_mlp.apply_tiled_mlp = flag(v, source, key, false);
       } else if (name == "tiled_num_shards") {
-        c.tiled_num_shards = positive(v, source, key, 4);
+        c.tiled_mlp.tiled_num_shards = positive(v, source, key, 4);
       } else if (name == "async_save_ckpt") {
         c.async_save_ckpt = flag(v, source, key, false);
       } else if (name == "ulysses_size") {
@@ -378,11 +379,11 @@ models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::
   }
   // ROLL wraps the model's decoder layer classes (Hugging Face's _no_split_modules) unless
   // wrap_policy names the classes.
-  if (roll_style && !classes_given && !seen.count("sub_modules_to_wrap")) c.wrap_default_module_classes = true;
+  if (roll_style && !classes_given && !seen.count("sub_modules_to_wrap")) c.wrap.wrap_default_module_classes = true;
   return c;
 }
 
-models::FSDP2Config load_fsdp2_config(const std::string& path, const models::FSDP2Config& defaults) {
+FSDP2Config load_fsdp2_config(const std::string& path, const FSDP2Config& defaults) {
   // An ifstream opens a directory and reads it as empty: the defaults would go on silently.
   if (std::filesystem::is_directory(path)) {
     throw std::invalid_argument("--fsdp2-config-path: '" + path + "' is a directory; give the YAML file");

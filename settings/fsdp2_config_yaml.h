@@ -1,11 +1,11 @@
-// Reads fsdp2_config.yaml into models::FSDP2Config: MindSpeed's keys, or ROLL's FSDP2
+// Reads fsdp2_config.yaml into FSDP2Config: MindSpeed's keys, or ROLL's FSDP2
 // strategy_config names (flat, under `strategy_config:`, or under
 // `strategy_args: {strategy_name, strategy_config}`). docs/fsdp2_config.md lists them all.
 #pragma once
 
 #include <string>
 
-#include "models/fsdp2_config.h"
+#include "settings/fsdp2_config.h"
 
 namespace megacpp::settings {
 
@@ -14,9 +14,9 @@ namespace megacpp::settings {
 // setting given in both spellings (sharding_size and fsdp_size), or a file that cannot be
 // read. `defaults` supplies values for absent keys. ROLL's wrap_policy stays by class name
 // in the result (FSDP2Mixin::resolve_module_classes maps it onto the model).
-models::FSDP2Config load_fsdp2_config(const std::string& path, const models::FSDP2Config& defaults = {});
-models::FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::string& source,
-                                       const models::FSDP2Config& defaults = {});
+FSDP2Config load_fsdp2_config(const std::string& path, const FSDP2Config& defaults = {});
+FSDP2Config parse_fsdp2_config(const std::string& yaml_text, const std::string& source,
+                               const FSDP2Config& defaults = {});
 
 // "bf16", "bfloat16", "torch.bfloat16", "fp32", "float32", "fp16", "float16" (and torch.*).
 c10::ScalarType parse_dtype(const std::string& text, const std::string& key);

@@ -19,7 +19,7 @@ void check_context_parallel_flags(const TrainingArguments& a) {
 
 }  // namespace
 
-void check_context_parallel(const TrainingArguments& args, const models::FSDP2Config& config) {
+void check_context_parallel(const TrainingArguments& args, const FSDP2Config& config) {
   check_context_parallel_flags(args);
   require(args.context_parallel_size == 1 || config.ulysses_size == args.context_parallel_size,
           "--context-parallel-size " + std::to_string(args.context_parallel_size) + " conflicts with ulysses_size " +
@@ -29,15 +29,33 @@ void check_context_parallel(const TrainingArguments& args, const models::FSDP2Co
                                                           ": each rank takes an equal slice of every sequence");
 }
 
-std::string ulysses_setting(const TrainingArguments& args, const models::FSDP2Config& config) {
+std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& config) {
   const std::string size = std::to_string(config.ulysses_size);
   return args.context_parallel_size > 1 ? "--context-parallel-size " + size : "ulysses_size " + size + " in " + args.fsdp2_config_path;
 }
 
-parallel::ParallelDims parallel_dims(const TrainingArguments& args, const models::FSDP2Config& config, int world) {
+parallel::ParallelDims parallel_dims(const TrainingArguments& args, const FSDP2Config& config, int world) {
   if (!args.use_torch_fsdp2) return parallel::ParallelDims{};
   return parallel::ParallelDims::resolve(world, config.sharding_size, config.ulysses_size, "sharding_size",
                                          args.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size");
+}
+
+models::ParallelizeSettings parallelize_settings(const FSDP2Config& config) {
+  models::ParallelizeSettings settings;
+  settings.freeze_module_prefix = config.freeze_module_prefix;
+  settings.tiled_mlp = config.tiled_mlp;
+  settings.wrap = config.wrap;
+  settings.recompute = config.recompute;
+  settings.sharding = config.sharding;
+  return settings;
+}
+
+models::ParallelizeSettings parallelize_settings(const TrainingArguments& args, const FSDP2Config& config) {
+  models::ParallelizeSettings settings = parallelize_settings(config);
+  settings.lora = args.lora;
+  settings.shard = args.use_torch_fsdp2;
+  settings.ulysses_setting = ulysses_setting(args, config);
+  return settings;
 }
 
 }  // namespace megacpp::settings

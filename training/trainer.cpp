@@ -130,12 +130,12 @@ class TrainingRun {
     options.timeout = std::chrono::minutes(args_.distributed_timeout_minutes);
     runtime_ = parallel::DistributedRuntime::initialize(env_, options);
     device_ = runtime_->device();
-    if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.param_dtype == c10::kHalf) {
+    if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.sharding.param_dtype == c10::kHalf) {
       throw std::invalid_argument(std::string(args_.fp16 ? "--fp16" : "param_dtype fp16") +
                                   " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
                                   "bf16, or build megacpp against PyTorch 2.x");
     }
-    if (fsdp_config_.offload_to_cpu && !device_.is_cuda()) {
+    if (fsdp_config_.sharding.offload_to_cpu && !device_.is_cuda()) {
       throw std::invalid_argument("offload_to_cpu / offload_policy in " + args_.fsdp2_config_path +
                                   ": CPU offload needs a CUDA device; this run computes on " + device_.str() +
                                   ", where the shards are in host memory already (remove the key)");
@@ -171,12 +171,8 @@ class TrainingRun {
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
   // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
   void parallelize_model() {
-    models::ParallelizeSettings settings;
-    settings.fsdp = fsdp_config_;
-    settings.lora = args_.lora;
-    settings.shard = args_.use_torch_fsdp2;
+    models::ParallelizeSettings settings = settings::parallelize_settings(args_, fsdp_config_);
     settings.device = device_;
-    settings.ulysses_setting = settings::ulysses_setting(args_, fsdp_config_);
     if (!args_.no_initialization) settings.initialize = [this] { model_->init_weights(args_.init_method_std, args_.seed); };
     models::parallelize(*model_, *mesh_, settings);
   }
@@ -218,9 +214,11 @@ class TrainingRun {
     auto dtype = [](const c10::optional<c10::ScalarType>& t, const char* unset) {
       return t ? std::string(c10::toString(*t)) : std::string(unset);
     };
+    const models::ShardingPolicy& precision = fsdp_config_.sharding;
     spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
                  "| loss Float",
-                 dtype(fsdp_config_.param_dtype, "Float"), dtype(fsdp_config_.reduce_dtype ? fsdp_config_.reduce_dtype : fsdp_config_.param_dtype, "Float"));
+                 dtype(precision.param_dtype, "Float"),
+                 dtype(precision.reduce_dtype ? precision.reduce_dtype : precision.param_dtype, "Float"));
     spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens{}",
                  args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length,
                  batches_->ramps() ? " | " + batches_->describe() : std::string());
@@ -363,7 +361,7 @@ class TrainingRun {
   const Clock::time_point started_ = Clock::now();
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   parallel::LaunchEnvironment env_;
-  models::FSDP2Config fsdp_config_;
+  settings::FSDP2Config fsdp_config_;
   parallel::ParallelDims dims_;  // resolved from the flags and the YAML before any process group exists
   std::shared_ptr<parallel::DistributedRuntime> runtime_;
   c10::Device device_ = c10::Device(c10::kCPU);

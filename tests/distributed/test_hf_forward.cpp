@@ -83,7 +83,7 @@ TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     auto model = std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat));
     models::ParallelizeSettings sharded;
-    sharded.fsdp.sub_modules_to_wrap = {"layers.{*}"};
+    sharded.wrap.sub_modules_to_wrap = {"layers.{*}"};
     models::parallelize(*model, mesh, sharded);
     initialize(model);
     // q_norm / k_norm [12] are sharded like every other parameter (6 rows per rank).

@@ -436,9 +436,9 @@ TEST(Arguments, TokenizersOfMegatronAndMindSpeedSizeTheModel) {
 // that says otherwise is an error naming both.
 TEST(Arguments, GradReduceInBf16IsTheFsdp2ReduceDtype) {
   const auto config = settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16", "--grad-reduce-in-bf16"}));
-  EXPECT_EQ(config.param_dtype, c10::kBFloat16);
-  EXPECT_EQ(config.reduce_dtype, c10::kBFloat16);
-  EXPECT_EQ(settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16"})).reduce_dtype, c10::kFloat);
+  EXPECT_EQ(config.sharding.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(config.sharding.reduce_dtype, c10::kBFloat16);
+  EXPECT_EQ(settings::fsdp2_config_from_args(parse({"--mock-data", "--use-torch-fsdp2", "--bf16"})).sharding.reduce_dtype, c10::kFloat);
   EXPECT_NE(error_of({"--mock-data", "--grad-reduce-in-bf16"}).find("--grad-reduce-in-bf16 needs --use-torch-fsdp2"),
             std::string::npos);
   const std::string yaml = ::testing::TempDir() + "megacpp-reduce-" + std::to_string(::getpid()) + ".yaml";

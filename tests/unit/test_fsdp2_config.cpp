@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "settings/fsdp2_config_yaml.h"
+#include "settings/parallelism.h"
 #include "models/llama/llama_model.h"
 #include "models/llava/llava_model.h"
 #include "models/parallelize.h"
@@ -18,7 +19,6 @@
 namespace megacpp::settings {
 namespace {
 
-using models::FSDP2Config;
 using Strings = std::vector<std::string>;
 
 std::string error_of(const std::string& yaml) {
@@ -47,11 +47,12 @@ const parallel::DeviceMesh& single_mesh() {
   return mesh;
 }
 
-// parallelize with only `config` (no LoRA), sharded on the CPU.
-models::ParallelizeSettings sharded(const FSDP2Config& config) {
-  models::ParallelizeSettings settings;
-  settings.fsdp = config;
-  return settings;
+// `config` with its wrapping and recompute resolved against `model`'s classes, as parallelize
+// resolves them.
+FSDP2Config resolved_by(const models::LanguageModel& model, FSDP2Config config) {
+  config.wrap = model.resolve_module_classes(config.wrap);
+  config.recompute = model.resolve_module_classes(config.recompute);
+  return config;
 }
 
 std::string describe(const FSDP2Config& c) {
@@ -61,14 +62,14 @@ std::string describe(const FSDP2Config& c) {
     return out + "]";
   };
   auto dtype = [](const c10::optional<c10::ScalarType>& t) { return t ? std::string(c10::toString(*t)) : "unset"; };
-  return "sharding_size=" + std::to_string(c.sharding_size) + " sub_modules_to_wrap=" + list(c.sub_modules_to_wrap) +
-         " ignored=" + list(c.ignored_modules) + " recompute=" + list(c.recompute_modules) +
-         " reshard=" + std::to_string(c.reshard_after_forward) + " param=" + dtype(c.param_dtype) +
-         " reduce=" + dtype(c.reduce_dtype) + " output=" + dtype(c.output_dtype) +
-         " cast=" + std::to_string(c.cast_forward_inputs) + " prefetch=" + std::to_string(c.num_to_forward_prefetch) +
-         "/" + std::to_string(c.num_to_backward_prefetch) + " classes=" + list(c.module_classes_to_wrap) +
-         " default_classes=" + std::to_string(c.wrap_default_module_classes) +
-         " wrap_embeddings=" + std::to_string(c.wrap_embeddings) + " wrap_lm_output=" + std::to_string(c.wrap_lm_output);
+  return "sharding_size=" + std::to_string(c.sharding_size) + " sub_modules_to_wrap=" + list(c.wrap.sub_modules_to_wrap) +
+         " ignored=" + list(c.wrap.ignored_modules) + " recompute=" + list(c.recompute.recompute_modules) +
+         " reshard=" + std::to_string(c.sharding.reshard_after_forward) + " param=" + dtype(c.sharding.param_dtype) +
+         " reduce=" + dtype(c.sharding.reduce_dtype) + " output=" + dtype(c.sharding.output_dtype) +
+         " cast=" + std::to_string(c.sharding.cast_forward_inputs) + " prefetch=" + std::to_string(c.sharding.num_to_forward_prefetch) +
+         "/" + std::to_string(c.sharding.num_to_backward_prefetch) + " classes=" + list(c.wrap.module_classes_to_wrap) +
+         " default_classes=" + std::to_string(c.wrap.wrap_default_module_classes) +
+         " wrap_embeddings=" + std::to_string(c.wrap.wrap_embeddings) + " wrap_lm_output=" + std::to_string(c.wrap.wrap_lm_output);
 }
 
 TEST(FSDP2ConfigYaml, ReadsMindSpeedKeys) {
@@ -86,29 +87,29 @@ num_to_forward_prefetch: 1
 num_to_backward_prefetch: 2
 )", "cfg.yaml");
   EXPECT_EQ(c.sharding_size, 2);
-  EXPECT_EQ(c.sub_modules_to_wrap, (std::vector<std::string>{"layers.{*}"}));
-  EXPECT_EQ(c.ignored_modules, (std::vector<std::string>{"embed_tokens"}));
-  EXPECT_EQ(c.recompute_modules, (std::vector<std::string>{"layers.{0-1}"}));
-  EXPECT_FALSE(c.reshard_after_forward);
-  EXPECT_EQ(*c.param_dtype, c10::kBFloat16);
-  EXPECT_EQ(*c.reduce_dtype, c10::kFloat);
-  EXPECT_EQ(*c.output_dtype, c10::kFloat);
-  EXPECT_FALSE(c.cast_forward_inputs);
-  EXPECT_EQ(c.num_to_forward_prefetch, 1);
-  EXPECT_EQ(c.num_to_backward_prefetch, 2);
-  EXPECT_FALSE(c.wrap_default_module_classes);  // a MindSpeed file wraps only what it names
+  EXPECT_EQ(c.wrap.sub_modules_to_wrap, (std::vector<std::string>{"layers.{*}"}));
+  EXPECT_EQ(c.wrap.ignored_modules, (std::vector<std::string>{"embed_tokens"}));
+  EXPECT_EQ(c.recompute.recompute_modules, (std::vector<std::string>{"layers.{0-1}"}));
+  EXPECT_FALSE(c.sharding.reshard_after_forward);
+  EXPECT_EQ(*c.sharding.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(*c.sharding.reduce_dtype, c10::kFloat);
+  EXPECT_EQ(*c.sharding.output_dtype, c10::kFloat);
+  EXPECT_FALSE(c.sharding.cast_forward_inputs);
+  EXPECT_EQ(c.sharding.num_to_forward_prefetch, 1);
+  EXPECT_EQ(c.sharding.num_to_backward_prefetch, 2);
+  EXPECT_FALSE(c.wrap.wrap_default_module_classes);  // a MindSpeed file wraps only what it names
 }
 
 TEST(FSDP2ConfigYaml, DefaultsForAbsentKeys) {
-  models::FSDP2Config defaults;
-  defaults.param_dtype = c10::kBFloat16;
+  FSDP2Config defaults;
+  defaults.sharding.param_dtype = c10::kBFloat16;
   auto c = parse_fsdp2_config("reshard_after_forward: true\n", "cfg.yaml", defaults);
-  EXPECT_EQ(*c.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(*c.sharding.param_dtype, c10::kBFloat16);
   EXPECT_EQ(c.sharding_size, -1);
-  EXPECT_TRUE(parse_fsdp2_config("", "empty.yaml").sub_modules_to_wrap.empty());
+  EXPECT_TRUE(parse_fsdp2_config("", "empty.yaml").wrap.sub_modules_to_wrap.empty());
   // Keys both styles share do not make a file ROLL-style.
-  EXPECT_FALSE(parse_fsdp2_config("param_dtype: bf16\nreduce_dtype: fp32\n", "cfg.yaml").wrap_default_module_classes);
-  EXPECT_TRUE(parse_fsdp2_config("reshard_after_forward: null\n", "cfg.yaml").reshard_after_forward);
+  EXPECT_FALSE(parse_fsdp2_config("param_dtype: bf16\nreduce_dtype: fp32\n", "cfg.yaml").wrap.wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("reshard_after_forward: null\n", "cfg.yaml").sharding.reshard_after_forward);
 }
 
 TEST(FSDP2ConfigYaml, ErrorsNameTheFileAndKey) {
@@ -182,33 +183,33 @@ async_save_ckpt: false
 ulysses_size: 1
 )", "cfg.yaml");
   EXPECT_EQ(c.sharding_size, 4);
-  EXPECT_EQ(*c.param_dtype, c10::kBFloat16);
-  EXPECT_EQ(*c.reduce_dtype, c10::kFloat);
-  EXPECT_FALSE(c.reshard_after_forward);
-  EXPECT_EQ(c.module_classes_to_wrap, (Strings{"LlamaDecoderLayer"}));
-  EXPECT_FALSE(c.wrap_default_module_classes);
-  EXPECT_TRUE(c.wrap_embeddings);
-  EXPECT_TRUE(c.wrap_lm_output);
-  EXPECT_TRUE(c.sub_modules_to_wrap.empty());
+  EXPECT_EQ(*c.sharding.param_dtype, c10::kBFloat16);
+  EXPECT_EQ(*c.sharding.reduce_dtype, c10::kFloat);
+  EXPECT_FALSE(c.sharding.reshard_after_forward);
+  EXPECT_EQ(c.wrap.module_classes_to_wrap, (Strings{"LlamaDecoderLayer"}));
+  EXPECT_FALSE(c.wrap.wrap_default_module_classes);
+  EXPECT_TRUE(c.wrap.wrap_embeddings);
+  EXPECT_TRUE(c.wrap.wrap_lm_output);
+  EXPECT_TRUE(c.wrap.sub_modules_to_wrap.empty());
   EXPECT_FALSE(c.async_save_ckpt);
   EXPECT_TRUE(parse_fsdp2_config("async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
   EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n  async_save_ckpt: true\n", "cfg.yaml").async_save_ckpt);
 
   // ROLL's MoE keys: experts wrapped by class, and the patch that runs every expert.
-  EXPECT_TRUE(c.expert_classes_to_wrap.empty());
-  EXPECT_FALSE(c.apply_expert_patch);
+  EXPECT_TRUE(c.wrap.expert_classes_to_wrap.empty());
+  EXPECT_FALSE(c.wrap.apply_expert_patch);
   const FSDP2Config moe = parse_fsdp2_config(
       "strategy_config:\n  wrap_policy:\n    moe_experts: Qwen3MoeMLP\n  apply_expert_patch: true\n", "cfg.yaml");
-  EXPECT_EQ(moe.expert_classes_to_wrap, (Strings{"Qwen3MoeMLP"}));
-  EXPECT_TRUE(moe.apply_expert_patch);
-  EXPECT_TRUE(moe.wrap_default_module_classes) << "and the decoder layers, as ROLL";
+  EXPECT_EQ(moe.wrap.expert_classes_to_wrap, (Strings{"Qwen3MoeMLP"}));
+  EXPECT_TRUE(moe.wrap.apply_expert_patch);
+  EXPECT_TRUE(moe.wrap.wrap_default_module_classes) << "and the decoder layers, as ROLL";
 
   // Without transformer_layer_cls_to_wrap ROLL wraps the model's decoder layer classes.
-  EXPECT_TRUE(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap_default_module_classes);
-  EXPECT_TRUE(parse_fsdp2_config("wrap_policy:\n  wrap_embeddings: true\n", "cfg.yaml").wrap_default_module_classes);
-  EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n", "cfg.yaml").wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap.wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("wrap_policy:\n  wrap_embeddings: true\n", "cfg.yaml").wrap.wrap_default_module_classes);
+  EXPECT_TRUE(parse_fsdp2_config("strategy_config:\n", "cfg.yaml").wrap.wrap_default_module_classes);
   // ... unless the file names modules by path.
-  EXPECT_FALSE(parse_fsdp2_config("fsdp_size: 2\nsub_modules_to_wrap: [norm]\n", "cfg.yaml").wrap_default_module_classes);
+  EXPECT_FALSE(parse_fsdp2_config("fsdp_size: 2\nsub_modules_to_wrap: [norm]\n", "cfg.yaml").wrap.wrap_default_module_classes);
 }
 
 // ROLL's model_args.freeze_module_prefix, beside either form of the strategy keys: a
@@ -272,8 +273,8 @@ TEST(RollStrategyConfig, OneSettingInBothSpellingsIsAnError) {
   EXPECT_NE(nested.find("key 'strategy_config.fsdp_size': also given as 'strategy_config.sharding_size'"), std::string::npos) << nested;
   // Different settings of the two styles may be combined.
   auto c = parse_fsdp2_config("fsdp_size: 2\nnum_to_forward_prefetch: 1\nrecompute_modules: ['layers.{*}']\n", "cfg.yaml");
-  EXPECT_EQ(c.num_to_forward_prefetch, 1);
-  EXPECT_EQ(c.recompute_modules, (Strings{"layers.{*}"}));
+  EXPECT_EQ(c.sharding.num_to_forward_prefetch, 1);
+  EXPECT_EQ(c.recompute.recompute_modules, (Strings{"layers.{*}"}));
 }
 
 // ROLL's long-sequence keys: ulysses_size under model_args or strategy_config (the same value if
@@ -282,12 +283,12 @@ TEST(RollStrategyConfig, ReadsUlyssesAndTiledMlp) {
   auto c = parse_fsdp2_config("model_args:\n  ulysses_size: 2\nstrategy_config:\n  fsdp_size: 4\n  apply_tiled_mlp: true\n",
                               "cfg.yaml");
   EXPECT_EQ(c.ulysses_size, 2);
-  EXPECT_TRUE(c.apply_tiled_mlp);
-  EXPECT_EQ(c.tiled_num_shards, 4);
+  EXPECT_TRUE(c.tiled_mlp.apply_tiled_mlp);
+  EXPECT_EQ(c.tiled_mlp.tiled_num_shards, 4);
   c = parse_fsdp2_config("model_args:\n  ulysses_size: 2\nstrategy_config:\n  ulysses_size: 2\n  tiled_num_shards: 8\n", "cfg.yaml");
   EXPECT_EQ(c.ulysses_size, 2);
-  EXPECT_FALSE(c.apply_tiled_mlp);
-  EXPECT_EQ(c.tiled_num_shards, 8);
+  EXPECT_FALSE(c.tiled_mlp.apply_tiled_mlp);
+  EXPECT_EQ(c.tiled_mlp.tiled_num_shards, 8);
   EXPECT_EQ(parse_fsdp2_config("ulysses_size: 4\n", "cfg.yaml").ulysses_size, 4);
   EXPECT_EQ(error_of("model_args:\n  ulysses_size: 2\nstrategy_config:\n  ulysses_size: 4\n"),
             "cfg.yaml:4: key 'strategy_config.ulysses_size': is 4 but model_args.ulysses_size (cfg.yaml:2) is 2; keep one of them");
@@ -337,9 +338,9 @@ TEST(FSDP2ConfigYaml, MindSpeedFilesAsWritten) {
                      "expert_parallel_size: 1\nreshard_local_experts: true\nmoe_modules: null\n"),
             "");
   auto offload = parse_fsdp2_config("offload_to_cpu: True\npin_memory: false\n", "cfg.yaml");
-  EXPECT_TRUE(offload.offload_to_cpu);
-  EXPECT_FALSE(offload.pin_memory);
-  EXPECT_TRUE(parse_fsdp2_config("strategy_args:\n  strategy_config:\n    offload_policy: true\n", "cfg.yaml").offload_to_cpu);
+  EXPECT_TRUE(offload.sharding.offload_to_cpu);
+  EXPECT_FALSE(offload.sharding.pin_memory);
+  EXPECT_TRUE(parse_fsdp2_config("strategy_args:\n  strategy_config:\n    offload_policy: true\n", "cfg.yaml").sharding.offload_to_cpu);
   EXPECT_NE(error_of("align_fsdp_param_groups: true\n").find("key 'align_fsdp_param_groups': not supported"), std::string::npos);
   EXPECT_NE(error_of("expert_parallel_size: 2\n").find("key 'expert_parallel_size': not supported"), std::string::npos);
   EXPECT_NE(error_of("reshard_after_forward: 2\n").find("key 'reshard_after_forward': an integer (reshard to 2 ranks after forward) is not supported"),
@@ -349,12 +350,12 @@ TEST(FSDP2ConfigYaml, MindSpeedFilesAsWritten) {
       "sharding_size: auto\nsub_modules_to_wrap:\n  - transformers.models.llama.modeling_llama.LlamaDecoderLayer\n  - lm_head\n"
       "recompute_modules: ['model.layers.{*}']\n",
       "cfg.yaml");
-  EXPECT_EQ(model->resolve_module_classes(config).sub_modules_to_wrap, (Strings{"layers.{*}", "lm_head"}));
-  EXPECT_EQ(models::parallelize(*model, single_mesh(), sharded(config)).wrap_paths,
+  EXPECT_EQ(model->resolve_module_classes(config.wrap).sub_modules_to_wrap, (Strings{"layers.{*}", "lm_head"}));
+  EXPECT_EQ(models::parallelize(*model, single_mesh(), parallelize_settings(config)).wrap_paths,
             (Strings{"layers.0", "layers.1", "lm_head"}));
   try {
     models::parallelize(*small_llama(), single_mesh(),
-                        sharded(parse_fsdp2_config("sub_modules_to_wrap: [mindspeed_mm.models.VideoDiTBlock]\n", "c")));
+                        parallelize_settings(parse_fsdp2_config("sub_modules_to_wrap: [mindspeed_mm.models.VideoDiTBlock]\n", "c")));
     ADD_FAILURE() << "an unknown class was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("sub_modules_to_wrap: 'mindspeed_mm.models.VideoDiTBlock' is not a module class of this "
@@ -368,20 +369,20 @@ TEST(RollStrategyConfig, ClassNamesResolveAgainstTheModel) {
   auto tied = small_llama(true), untied = small_llama(false);
   auto roll = parse_fsdp2_config("wrap_policy:\n  transformer_layer_cls_to_wrap: [LlamaDecoderLayer]\n  wrap_embeddings: true\n"
                                  "  wrap_lm_output: true\n", "cfg.yaml");
-  auto resolved = untied->resolve_module_classes(roll);
-  EXPECT_EQ(resolved.sub_modules_to_wrap, (Strings{"embed_tokens", "layers.{*}", "lm_head"}));
-  EXPECT_TRUE(resolved.module_classes_to_wrap.empty());
-  EXPECT_FALSE(resolved.wrap_embeddings || resolved.wrap_lm_output || resolved.wrap_default_module_classes);
-  EXPECT_EQ(models::parallelize(*untied, single_mesh(), sharded(roll)).wrap_paths,
+  auto resolved = resolved_by(*untied, roll);
+  EXPECT_EQ(resolved.wrap.sub_modules_to_wrap, (Strings{"embed_tokens", "layers.{*}", "lm_head"}));
+  EXPECT_TRUE(resolved.wrap.module_classes_to_wrap.empty());
+  EXPECT_FALSE(resolved.wrap.wrap_embeddings || resolved.wrap.wrap_lm_output || resolved.wrap.wrap_default_module_classes);
+  EXPECT_EQ(models::parallelize(*untied, single_mesh(), parallelize_settings(roll)).wrap_paths,
             (Strings{"embed_tokens", "layers.0", "layers.1", "lm_head"}));
 
   // ROLL's default: the model's decoder layers.
-  EXPECT_EQ(tied->resolve_module_classes(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml")).sub_modules_to_wrap,
+  EXPECT_EQ(tied->resolve_module_classes(parse_fsdp2_config("fsdp_size: 2\n", "cfg.yaml").wrap).sub_modules_to_wrap,
             (Strings{"layers.{*}"}));
 
   auto error_of_resolving = [](models::LlamaModel& model, const std::string& yaml) -> std::string {
     try {
-      models::parallelize(model, single_mesh(), sharded(parse_fsdp2_config(yaml, "cfg.yaml")));
+      models::parallelize(model, single_mesh(), parallelize_settings(parse_fsdp2_config(yaml, "cfg.yaml")));
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
@@ -445,26 +446,26 @@ struct ShippedConfig {
 std::map<std::string, ShippedConfig> expected_configs() {
   std::map<std::string, ShippedConfig> expected;
   FSDP2Config layers;
-  layers.sub_modules_to_wrap = {"layers.{*}"};
-  layers.num_to_forward_prefetch = 1;
-  layers.num_to_backward_prefetch = 1;
+  layers.wrap.sub_modules_to_wrap = {"layers.{*}"};
+  layers.sharding.num_to_forward_prefetch = 1;
+  layers.sharding.num_to_backward_prefetch = 1;
   expected["llama_layers.yaml"].resolved = layers;
 
   FSDP2Config roll = layers;
-  roll.num_to_forward_prefetch = roll.num_to_backward_prefetch = 0;
-  roll.param_dtype = roll.reduce_dtype = c10::kFloat;
+  roll.sharding.num_to_forward_prefetch = roll.sharding.num_to_backward_prefetch = 0;
+  roll.sharding.param_dtype = roll.sharding.reduce_dtype = c10::kFloat;
   expected["roll_strategy.yaml"].resolved = roll;
 
   FSDP2Config hsdp;
   hsdp.sharding_size = 2;
-  hsdp.sub_modules_to_wrap = {"layers.{*}"};
-  hsdp.param_dtype = c10::kBFloat16;
-  hsdp.reduce_dtype = c10::kFloat;
+  hsdp.wrap.sub_modules_to_wrap = {"layers.{*}"};
+  hsdp.sharding.param_dtype = c10::kBFloat16;
+  hsdp.sharding.reduce_dtype = c10::kFloat;
   expected["hsdp_bf16_roll.yaml"].resolved = hsdp;
   expected["hsdp_bf16_mindspeed.yaml"].resolved = hsdp;
 
   ShippedConfig& llava = expected["llava_frozen_tower.yaml"];
-  llava.resolved.sub_modules_to_wrap = {"vision_tower.vision_model.encoder.layers.{*}", "language_model.layers.{*}"};
+  llava.resolved.wrap.sub_modules_to_wrap = {"vision_tower.vision_model.encoder.layers.{*}", "language_model.layers.{*}"};
   llava.resolved.freeze_module_prefix = {"vision_tower"};
   llava.model = small_llava;
   llava.wrapped = {"vision_tower.vision_model.encoder.layers.0", "vision_tower.vision_model.encoder.layers.1",
@@ -482,9 +483,9 @@ TEST(RollStrategyConfig, EveryShippedConfigLoadsAndShardsTheModel) {
     ASSERT_NE(it, expected.end()) << "configs/fsdp2/" << file << " has no expectation in expected_configs()";
     const FSDP2Config loaded = load_fsdp2_config(config_dir() + "/" + file);
     auto model = it->second.model();
-    const FSDP2Config resolved = model->resolve_module_classes(loaded);
+    const FSDP2Config resolved = resolved_by(*model, loaded);
     EXPECT_TRUE(resolved == it->second.resolved) << describe(resolved) << "\nexpected\n" << describe(it->second.resolved);
-    EXPECT_EQ(models::parallelize(*model, single_mesh(), sharded(loaded)).wrap_paths, it->second.wrapped);
+    EXPECT_EQ(models::parallelize(*model, single_mesh(), parallelize_settings(loaded)).wrap_paths, it->second.wrapped);
   }
   for (const auto& item : expected) {
     EXPECT_NE(std::find(files.begin(), files.end(), item.first), files.end()) << item.first << " is missing from configs/fsdp2";
@@ -503,23 +504,23 @@ TEST(RollStrategyConfig, CastForwardInputsPerModuleClass) {
   };
   const std::string wrap = "wrap_policy:\n  transformer_layer_cls_to_wrap: [CLIPEncoderLayer, LlamaDecoderLayer]\n";
   auto model = small_llava();
-  models::parallelize(*model, single_mesh(), sharded(parse_fsdp2_config(wrap + "param_dtype: bf16\n", "cfg.yaml")));
+  models::parallelize(*model, single_mesh(), parallelize_settings(parse_fsdp2_config(wrap + "param_dtype: bf16\n", "cfg.yaml")));
   EXPECT_FALSE(cast_of(*model, "vision_tower.vision_model.encoder.layers.0")) << "the model's default for CLIPEncoderLayer";
   EXPECT_TRUE(cast_of(*model, "language_model.layers.1"));
   EXPECT_TRUE(cast_of(*model, ""));
 
   const FSDP2Config per_class = parse_fsdp2_config(wrap + "cast_forward_inputs:\n  default: false\n  CLIPEncoderLayer: true\n", "cfg.yaml");
-  EXPECT_FALSE(per_class.cast_forward_inputs);
-  EXPECT_EQ(per_class.cast_forward_inputs_by_class, (std::map<std::string, bool>{{"CLIPEncoderLayer", true}}));
+  EXPECT_FALSE(per_class.sharding.cast_forward_inputs);
+  EXPECT_EQ(per_class.sharding.cast_forward_inputs_by_class, (std::map<std::string, bool>{{"CLIPEncoderLayer", true}}));
   model = small_llava();
-  models::parallelize(*model, single_mesh(), sharded(per_class));
+  models::parallelize(*model, single_mesh(), parallelize_settings(per_class));
   EXPECT_TRUE(cast_of(*model, "vision_tower.vision_model.encoder.layers.1")) << "the YAML over the model";
   EXPECT_FALSE(cast_of(*model, "language_model.layers.0"));
   EXPECT_FALSE(cast_of(*model, ""));
 
   try {
     models::parallelize(*small_llama(), single_mesh(),
-                        sharded(parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: false\n", "cfg.yaml")));
+                        parallelize_settings(parse_fsdp2_config("cast_forward_inputs:\n  CLIPEncoderLayer: false\n", "cfg.yaml")));
     ADD_FAILURE() << "a class the model does not have";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("cast_forward_inputs: 'CLIPEncoderLayer' is not a module class of this model (known: "
@@ -537,8 +538,8 @@ TEST(RollStrategyConfig, CastForwardInputsPerModuleClass) {
 
 TEST(RollStrategyConfig, RollAndMindSpeedFilesGiveTheSameConfig) {
   auto model = small_llama(false);
-  auto resolve = [&](const std::string& yaml) { return model->resolve_module_classes(parse_fsdp2_config(yaml, "cfg.yaml")); };
-  auto load = [&](const std::string& file) { return model->resolve_module_classes(load_fsdp2_config(config_dir() + "/" + file)); };
+  auto resolve = [&](const std::string& yaml) { return resolved_by(*model, parse_fsdp2_config(yaml, "cfg.yaml")); };
+  auto load = [&](const std::string& file) { return resolved_by(*model, load_fsdp2_config(config_dir() + "/" + file)); };
   struct Pair {
     FSDP2Config roll, mindspeed;
   };

@@ -67,7 +67,7 @@ TEST(Parallelize, InitializesFullWeightsBeforeShardingAndMetaWeightsAfter) {
     const auto options = torch::TensorOptions().device(meta ? c10::Device(c10::kMeta) : c10::Device(c10::kCPU));
     auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(true, false), options);
     models::ParallelizeSettings settings;
-    settings.fsdp.sub_modules_to_wrap = {"layers.{*}"};
+    settings.wrap.sub_modules_to_wrap = {"layers.{*}"};
     settings.lora.rank = 2;
     settings.lora.target_modules = {"q_proj"};
     int calls = 0;
@@ -86,8 +86,8 @@ TEST(Parallelize, InitializesFullWeightsBeforeShardingAndMetaWeightsAfter) {
 TEST(Parallelize, AFamilyInsertsAndDropsPasses) {
   auto model = std::make_shared<CheckedLlama>(testing::tiny_llama(false, false), torch::TensorOptions());
   models::ParallelizeSettings settings;
-  settings.fsdp.sub_modules_to_wrap = {"layers.{*}", "lm_head"};
-  settings.fsdp.num_to_forward_prefetch = 1;  // dropped by the family: no prefetch list is set
+  settings.wrap.sub_modules_to_wrap = {"layers.{*}", "lm_head"};
+  settings.sharding.num_to_forward_prefetch = 1;  // dropped by the family: no prefetch list is set
   const models::ShardingPlan plan = models::parallelize(*model, single_mesh(), settings);
   EXPECT_EQ(model->seen_groups, (Strings{"layers.0", "layers.1", "lm_head"}));
   EXPECT_EQ(plan.wrap_paths, model->seen_groups);
@@ -99,14 +99,14 @@ TEST(Parallelize, WithoutShardingOnlyTheModelPassesRun) {
   auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(true, false), torch::TensorOptions());
   models::ParallelizeSettings settings;
   settings.shard = false;
-  settings.fsdp.freeze_module_prefix = {"layers.0"};
-  settings.fsdp.sub_modules_to_wrap = {"layers.{*}"};
+  settings.freeze_module_prefix = {"layers.0"};
+  settings.wrap.sub_modules_to_wrap = {"layers.{*}"};
   EXPECT_TRUE(models::parallelize(*model, single_mesh(), settings).wrap_paths.empty());
   EXPECT_EQ(parallel::fsdp::fsdp_state(*model), nullptr);
   EXPECT_FALSE(model->named_parameters()["layers.0.mlp.gate_proj.weight"].requires_grad());
 
   auto on_meta = std::make_shared<models::LlamaModel>(testing::tiny_llama(true, false), torch::TensorOptions().device(c10::kMeta));
-  settings.fsdp.freeze_module_prefix.clear();
+  settings.freeze_module_prefix.clear();
   settings.initialize = [] {};
   try {
     models::parallelize(*on_meta, single_mesh(), settings);
