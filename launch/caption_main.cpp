@@ -12,10 +12,10 @@
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/model_args.h"
-#include "settings/arguments.h"
 #include "io/data/image_text_dataset.h"
 #include "inference/captioning.h"
 #include "megacpp/logging.h"
+#include "settings/flag_section.h"
 #include "settings/model_arguments.h"
 #include "models/model_flags.h"
 #include "models/registry.h"

@@ -23,7 +23,4 @@ struct CommandLine {
 // describes no model family.
 CommandLine parse_command_line(int argc, const char* const* argv);
 
-// The space-separated words of a multi-word flag's value (--data-path, --rampup-batch-size).
-std::vector<std::string> split_words(const std::string& text);
-
 }  // namespace megacpp::settings

@@ -1,0 +1,86 @@
+// The data section (Note [Flag sections]): the datasets and their split, image-text
+// normalization, the tokenizer and how samples are loaded.
+#include <stdexcept>
+
+#include "io/data/image_text_dataset.h"
+#include "io/data/tokenizer/tokenizer.h"
+#include "megacpp/errors.h"
+#include "settings/flag_section.h"
+
+namespace megacpp::settings {
+namespace {
+
+void declare_data_flags(cxxopts::Options& o) {
+  o.add_options("data")
+      ("mock-data", "synthetic token batches that depend only on the seed and sample index")
+      ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), a blend: W1 PREFIX1 W2 PREFIX2 ..., or image-text FILE.jsonl",
+       cxxopts::value<std::string>()->default_value(""))
+      ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
+      ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
+       cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
+      ("image-std", "image-text data: the per-channel std images are normalized with (CLIP's)",
+       cxxopts::value<std::string>()->default_value("0.26862954,0.26130258,0.27577711"))
+      ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer (or PretrainedFromHF) or NullTokenizer "
+       "(default: GPT2BPETokenizer with --vocab-file and --merge-file, as pretrain_gpt.py, else ByteLevelTokenizer)",
+       cxxopts::value<std::string>())
+      ("vocab-file", "GPT2BPETokenizer: encoder.json", cxxopts::value<std::string>()->default_value(""))
+      ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""))
+      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", cxxopts::value<std::string>()->default_value(""))
+      ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", cxxopts::value<std::string>()->default_value(""));
+  o.add_options("data loading")
+      ("dataloader-type", "single: the training samples in order; cyclic: a random order drawn anew each pass",
+       cxxopts::value<std::string>()->default_value("single"))
+      ("num-workers", "threads that read the next iteration's micro-batches while one computes (0: read when needed)",
+       cxxopts::value<std::string>()->default_value("2"))
+      ("data-cache-path", "keep the datasets' sample indices here and reuse them in later runs", cxxopts::value<std::string>()->default_value(""));
+}
+
+// pretrain_gpt.py's args_defaults make GPT2BPETokenizer Megatron's tokenizer when the flag is
+// left out; megacpp's own default, without GPT-2's files, is its byte-level tokenizer.
+std::string default_tokenizer_type(const cxxopts::ParseResult& r, const io::data::TokenizerOptions& tokenizer) {
+  if (r.count("tokenizer-type")) return r["tokenizer-type"].as<std::string>();
+  return !tokenizer.vocab_file.empty() && !tokenizer.merge_file.empty() ? "GPT2BPETokenizer" : "ByteLevelTokenizer";
+}
+
+void check_data_flags(const TrainingArguments& a) {
+  require(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
+                                                             : "no training data: pass --data-path PREFIX (or --mock-data)");
+  require(a.dataloader_type == "single" || a.dataloader_type == "cyclic",
+          "--dataloader-type " + a.dataloader_type + ": not supported (only single or cyclic; Megatron's external needs a "
+          "Python data loader)");
+  require(a.num_workers >= 0 && a.num_workers <= 64, "--num-workers must be in [0, 64]");
+}
+
+void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
+  a.mock_data = r["mock-data"].as<bool>();
+  a.data_path = split_words(r["data-path"].as<std::string>());
+  a.split = r["split"].as<std::string>();
+  a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());
+  a.image_std = parse_channel_values("image-std", r["image-std"].as<std::string>());
+  for (const char* flag : {"image-mean", "image-std"}) {
+    if (r.count(flag) && !io::data::is_image_text_path(a.data_path)) {
+      throw std::invalid_argument("--" + std::string(flag) + " applies to image-text data (--data-path FILE.jsonl) only");
+    }
+  }
+  if (r.count("calculate-per-token-loss") && io::data::is_image_text_path(a.data_path)) {
+    throw std::invalid_argument(
+        "--calculate-per-token-loss is not supported on image-text data: its loss mask makes micro-batches count "
+        "different numbers of tokens, and megacpp averages each micro-batch's masked tokens, then the micro-batches "
+        "and ranks (Megatron's default); leave the flag out");
+  }
+  a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
+  a.tokenizer.merge_file = r["merge-file"].as<std::string>();
+  a.tokenizer.type = default_tokenizer_type(r, a.tokenizer);
+  a.flag_values["tokenizer-type"] = a.tokenizer.type;
+  io::data::set_tokenizer_model(a.tokenizer, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
+  a.num_workers = flag_number<int>(r, "num-workers");
+  a.dataloader_type = r["dataloader-type"].as<std::string>();
+  a.data_cache_path = r["data-cache-path"].as<std::string>();
+  check_data_flags(a);
+}
+
+}  // namespace
+
+FlagSection data_section() { return {"data", declare_data_flags, read_data_flags}; }
+
+}  // namespace megacpp::settings
