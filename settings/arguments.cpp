@@ -101,8 +101,16 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.notes = megatron_flag_notes(r);
   a.model_type = line.family.model_type;
   a.notes.insert(a.notes.end(), line.family.notes.begin(), line.family.notes.end());
-  record_flag_values(a, r);
-  for (const auto& section : flag_sections()) section.read(a, r);  // Note [Flag sections]
+  std::vector<std::string> problems = line.problems;
+  if (problems.empty()) record_flag_values(a, r);  // needs the family
+  for (const auto& section : flag_sections()) {  // Note [Flag sections]; each refusal of each, all at once
+    try {
+      section.read(a, r);
+    } catch (const std::invalid_argument& e) {
+      problems.emplace_back(e.what());
+    }
+  }
+  if (!problems.empty()) refuse_flags(problems);
   build_model_config(a, r, line.family);
   return a;
 }

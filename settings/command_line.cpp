@@ -1,6 +1,7 @@
 #include "settings/command_line.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 
@@ -38,6 +39,13 @@ std::vector<std::string> join_multi_word_flags(int argc, const char* const* argv
   return out;
 }
 
+// A negative number ("-1", "-0.5") is a value, never a flag.
+bool is_number(const std::string& word) {
+  char* end = nullptr;
+  std::strtod(word.c_str(), &end);
+  return !word.empty() && end != word.c_str() && *end == '\0';
+}
+
 // What cxxopts did not recognise (`unmatched`, in the order of `words`): each unknown flag with
 // megacpp's reason when it is a Megatron flag megacpp does not support, and each stray word that
 // is not a value of such a flag (the words after it up to the next flag, as Megatron's flags may
@@ -53,7 +61,7 @@ std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& 
     }
     unmatched.erase(it);
     const std::string& word = words[i];
-    if (word.size() > 1 && word[0] == '-') {
+    if (word.size() > 1 && word[0] == '-' && !is_number(word)) {
       const std::string name = word.substr(word.find_first_not_of('-'), word.find('=') - word.find_first_not_of('-'));
       const std::string reason = unsupported_flag_reason(name);
       problems.push_back("--" + name + ": " + (reason.empty() ? "unknown flag (see --help)" : "not supported: " + reason));
@@ -65,14 +73,13 @@ std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& 
   return problems;
 }
 
-// One error for everything wrong on the command line, each problem on its own line.
-[[noreturn]] void refuse(const std::vector<std::string>& problems) {
+}  // namespace
+
+void refuse_flags(const std::vector<std::string>& problems) {
   std::string message = problems.size() == 1 ? problems.front() : std::to_string(problems.size()) + " flags are not accepted:";
   for (size_t i = 0; problems.size() > 1 && i < problems.size(); ++i) message += "\n  " + problems[i];
   throw std::invalid_argument(message);
 }
-
-}  // namespace
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
   CommandLine line;
@@ -88,19 +95,18 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     throw std::invalid_argument(e.what());
   }
-  std::vector<std::string> problems = unrecognised_arguments(words, line.result.unmatched());
-  for (auto& problem : megatron_flag_problems(line.result, model_flag_names())) problems.push_back(std::move(problem));
-  line.help = line.result["help"].as<bool>();
-  if (line.help && problems.empty()) {  // --help: the flags, whatever the model flags say
+  line.problems = unrecognised_arguments(words, line.result.unmatched());
+  for (auto& problem : megatron_flag_problems(line.result, model_flag_names())) line.problems.push_back(std::move(problem));
+  if (line.result["help"].as<bool>() && line.problems.empty()) {  // --help: the flags, whatever the model flags say
     std::cout << options.help() << std::endl;
+    line.help = true;
     return line;
   }
   try {
     line.family = choose_model_family(line.result);  // an unknown --model-type fails here, listing the known ones
   } catch (const std::invalid_argument& e) {
-    problems.emplace_back(e.what());
+    line.problems.emplace_back(e.what());
   }
-  if (!problems.empty()) refuse(problems);
   return line;
 }
 

@@ -16,11 +16,16 @@ struct CommandLine {
   cxxopts::ParseResult result;
   ModelFamilyChoice family;
   std::vector<std::string> libraries;  // --model-library, loaded
+  // Every flag that is unknown, refused with its reason, or describes no model family; the
+  // caller adds the values its sections refuse and refuses them all at once (refuse_flags).
+  std::vector<std::string> problems;
   bool help = false;                   // --help: printed, nothing else checked
 };
 
-// Throws std::invalid_argument listing every flag that is unknown, refused with its reason, or
-// describes no model family.
+// Throws std::invalid_argument only for what cxxopts cannot parse at all (a flag missing its value).
 CommandLine parse_command_line(int argc, const char* const* argv);
+
+// One error for everything wrong on a command line, each problem on its own line.
+[[noreturn]] void refuse_flags(const std::vector<std::string>& problems);
 
 }  // namespace megacpp::settings

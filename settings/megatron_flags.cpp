@@ -90,18 +90,25 @@ const RefusedFlag kRefused[] = {
     {"coc-*", "an Ascend NPU kernel (MindSpeed's CoC); megacpp runs on CPUs and NVIDIA GPUs"},
     {"hccl-*", "Ascend's collective library (HCCL); megacpp uses NCCL on GPUs and Gloo on CPUs"},
     {"npu-*", "an Ascend NPU setting (MindSpeed); megacpp runs on CPUs and NVIDIA GPUs"},
-    {"use-deter-comp", "an Ascend NPU setting (MindSpeed's deterministic kernels); megacpp runs on CPUs and NVIDIA GPUs"},
+    {"use-deter-comp", "an Ascend NPU setting (MindSpeed's deterministic kernels); megacpp runs on CPUs and NVIDIA "
+                       "GPUs"},
     {"jit-compile", "an Ascend NPU setting (MindSpeed's operator JIT); megacpp runs on CPUs and NVIDIA GPUs"},
     {"use-fusion-attn-v2", "an Ascend NPU kernel (MindSpeed's fusion attention); megacpp runs on CPUs and NVIDIA GPUs"},
-    {"use-fused-ring-attention-update", "an Ascend NPU kernel for ring attention; megacpp's context parallelism is Ulysses"},
+    {"use-fused-ring-attention-update", "an Ascend NPU kernel for ring attention; megacpp's context parallelism is "
+                                        "Ulysses"},
     // MindSpeed's memory and overlap machinery.
     {"reuse-fp32-param", "MindSpeed's distributed-optimizer memory trick; FSDP2 shards the fp32 masters instead"},
-    {"swap-*", "MindSpeed's host-memory swapping; megacpp offloads FSDP2's shards instead (offload_to_cpu in fsdp2_config.yaml)"},
-    {"smart-swap", "MindSpeed's host-memory swapping; megacpp offloads FSDP2's shards instead (offload_to_cpu in fsdp2_config.yaml)"},
+    {"swap-*", "MindSpeed's host-memory swapping; megacpp offloads FSDP2's shards instead (offload_to_cpu in "
+               "fsdp2_config.yaml)"},
+    {"smart-swap", "MindSpeed's host-memory swapping; megacpp offloads FSDP2's shards instead (offload_to_cpu in "
+                   "fsdp2_config.yaml)"},
     {"o2-*", "MindSpeed's bf16 optimizer state / gradients; megacpp keeps them fp32 (FSDP2's masters)"},
-    {"adaptive-recompute-*", "MindSpeed's adaptive recompute; use --recompute-granularity full with --recompute-method"},
-    {"recompute-activation-function*", "MindSpeed's partial recompute; megacpp recomputes whole layers (--recompute-granularity full)"},
-    {"recompute-norm*", "MindSpeed's partial recompute; megacpp recomputes whole layers (--recompute-granularity full)"},
+    {"adaptive-recompute-*", "MindSpeed's adaptive recompute; use --recompute-granularity full with "
+                             "--recompute-method"},
+    {"recompute-activation-function*", "MindSpeed's partial recompute; megacpp recomputes whole layers "
+                                       "(--recompute-granularity full)"},
+    {"recompute-norm*", "MindSpeed's partial recompute; megacpp recomputes whole layers (--recompute-granularity "
+                        "full)"},
     {"recompute-in-*", "MindSpeed's pipeline-bubble recompute; megacpp has no pipeline parallelism"},
     {"memory-fragmentation", "MindSpeed's NPU memory allocator; megacpp uses libtorch's"},
     {"use-cp-send-recv-overlap", "ring attention's overlap; megacpp's context parallelism is Ulysses (all-to-all)"},
@@ -109,6 +116,34 @@ const RefusedFlag kRefused[] = {
     {"use-nd-matmul", "MindSpeed's ND tensor parallelism; megacpp has no tensor parallelism"},
     {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp has no tensor parallelism"},
     {"enable-high-availability", "MindSpeed's high-availability feature; megacpp's fault handling is docs/failures.md"},
+    // MindSpeed-LLM's fine-tuning and model flags.
+    {"model-id", "MindSpeed-LLM's model registry; megacpp builds the family --model-type names (gpt, llama, llava), "
+                 "or the one Megatron's architecture flags describe"},
+    {"init-from-hf-path", "megacpp reads a Hugging Face folder with megacpp-convert import --input DIR --save CKPT, "
+                          "then trains from it with --load CKPT and the model flags import prints"},
+    {"handler-name", "MindSpeed-LLM's dataset handlers; megacpp trains on the token datasets megacpp-preprocess "
+                     "writes (--data-path)"},
+    {"loss-compute-mode", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once "
+                          "(the same loss)"},
+    {"loss-chunk-size", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once (the "
+                        "same loss)"},
+    {"stage", "MindSpeed-LLM's training stages (sft, dpo, ...); megacpp trains a language model on token data, with "
+              "LoRA if asked (--lora-rank)"},
+    {"is-instruction-dataset", "instruction data with a loss mask (MindSpeed-LLM's SFT) is not supported yet; megacpp "
+                               "trains on token sequences"},
+    {"prompt-type*", "chat templates for instruction data (MindSpeed-LLM's SFT) are not supported yet"},
+    {"variable-seq-lengths", "megacpp's batches are --seq-length tokens per sample (packed token data)"},
+    {"padded-samples", "megacpp's samples are packed token sequences (Megatron's GPT dataset), not padded instruction "
+                       "samples"},
+    {"lora-fusion", "MindSpeed-LLM's fused LoRA kernel; megacpp runs the adapters with libtorch (leave it out: the "
+                    "same result)"},
+    {"add-qkv-bias", "megacpp's llama family has no q/k/v biases (Qwen2 / Qwen2.5 attention) yet"},
+    {"first-k-dense-replace", "megacpp chooses the dense layers with --moe-layer-freq (e.g. [0,1,1,1]: the first one "
+                              "dense)"},
+    {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
+                             "(Megatron's default)"},
+    {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "
+                           "default)"},
 };
 
 bool matches(const std::string& pattern, const std::string& flag) {

@@ -116,9 +116,11 @@ class TrainingRun {
   void validate_configuration() {
     env_ = parallel::read_launch_environment();
     setup_logging(env_.rank);
-    if (env_.world_size > 1 && !args_.use_torch_fsdp2) {
-      throw std::invalid_argument("running on " + std::to_string(env_.world_size) +
-                                  " ranks needs --use-torch-fsdp2 (megacpp's data parallelism is FSDP2)");
+    if (env_.world_size > 1 && !args_.use_torch_fsdp2) {  // Megatron's plain data parallelism, as FSDP2
+      args_.use_torch_fsdp2 = true;
+      args_.notes.push_back("data parallelism on " + std::to_string(env_.world_size) +
+                            " ranks without --use-torch-fsdp2: megacpp's data parallelism is FSDP2 (the model one group, "
+                            "its parameters, gradients and optimizer state sharded); the same updates as Megatron's DDP");
     }
     fsdp_config_ = settings::fsdp2_config_from_args(args_);
     dims_ = settings::parallel_dims(args_, fsdp_config_, env_.world_size);

@@ -58,11 +58,17 @@ TEST(TrainingCli, SameLossesAndParametersOnEveryLayout) {
       {"hsdp2x2", 4, "--use-torch-fsdp2 --fsdp2-config-path " + hsdp},
       {"no-reshard2", 2, "--use-torch-fsdp2 --fsdp2-config-path " + keep},
       {"meta2", 2, "--use-torch-fsdp2 --fsdp2-config-path " + layers + " --init-model-with-meta-device"},
+      {"plain-dp2", 2, ""},  // Megatron's plain data parallelism: FSDP2 underneath, and the log says so
   };
   for (const auto& layout : layouts) {
     const std::string dump = dir + "/" + layout.name + ".pt";
     TrainRun run = train(layout.ranks, kBaseFlags + " " + layout.flags + " --dump-final-params " + dump);
     expect_same_losses(reference, run, layout.name, 1e-5);
+    if (layout.flags.empty()) {
+      EXPECT_NE(run.result.output.find("data parallelism on 2 ranks without --use-torch-fsdp2: megacpp's data parallelism is FSDP2"),
+                std::string::npos)
+          << run.result.output;
+    }
     expect_same_params(dir + "/ref.pt", dump, layout.name);
   }
 }

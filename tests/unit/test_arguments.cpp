@@ -181,6 +181,25 @@ TEST(Arguments, MegatronArchitectureFlagsChooseTheFamily) {
   EXPECT_EQ(bpe.tokenizer_vocab_size, 50257);
 }
 
+// MindSpeed-LLM's fine-tuning flags are refused each with its reason; a negative number after an
+// unknown flag is its value, not a flag "--1"; and a bad value is in the same error as the
+// unknown flags (each flag section's first refusal), not in a second round.
+TEST(Arguments, MindSpeedLlmFlagsUnknownFlagsAndBadValuesAreRefusedInOneError) {
+  const std::string negative = error_of({"--mock-data", "--no-such-flag", "-1"});
+  EXPECT_NE(negative.find("--no-such-flag: unknown flag (see --help)"), std::string::npos) << negative;
+  EXPECT_EQ(negative.find("--1"), std::string::npos) << negative;
+  const std::string error = error_of({"--mock-data", "--model-id", "qwen3", "--stage", "sft", "--first-k-dense-replace", "-1",
+                                      "--lr", "x", "--log-interval", "0"});
+  EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
+  for (const std::string expected :
+       {"--model-id: not supported: MindSpeed-LLM's model registry; megacpp builds the family --model-type names",
+        "--stage: not supported: MindSpeed-LLM's training stages", "--first-k-dense-replace: not supported: megacpp chooses "
+        "the dense layers with --moe-layer-freq", "--lr: 'x' is not a valid number", "--log-interval must be positive"}) {
+    EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
+  }
+  EXPECT_EQ(error.find("unexpected argument"), std::string::npos) << error;
+}
+
 // Note [Megatron flags]: what a Megatron script says about the model is accepted when it is what
 // megacpp computes; everything else is refused, all of it in one error, each with its reason.
 TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
