@@ -5,7 +5,7 @@
 // reads them into TrainingArguments and checks each of them and the ones that go together in
 // it. What is left for other files: the rules between sections (argument_rules.cpp), the flags
 // the FSDP2 YAML also sets, merged with it once (fsdp2_config_from_args.cpp), and the sizes of
-// the mesh (parallelism.cpp).
+// the mesh (parallelism.cpp: --context-parallel-size with the YAML's ulysses_size).
 #pragma once
 
 #include <array>

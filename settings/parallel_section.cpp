@@ -51,20 +51,8 @@ void check_recompute(const TrainingArguments& a) {
   require(a.recompute_num_layers > 0, "--recompute-granularity full needs --recompute-num-layers >= 1");
 }
 
-// Megatron's --context-parallel-size, as MindSpeed's ulysses_cp_algo (its default); its agreement
-// with the YAML's ulysses_size and --seq-length: settings/parallelism.cpp.
-void check_context_parallel_flags(const TrainingArguments& a) {
-  require(a.context_parallel_size >= 1, "--context-parallel-size must be >= 1");
-  if (a.context_parallel_size == 1) return;  // no algorithm runs
-  require(a.context_parallel_algo == "ulysses_cp_algo",
-          "--context-parallel-algo " + a.context_parallel_algo + ": not supported; megacpp's context parallelism is "
-          "DeepSpeed-Ulysses (ulysses_cp_algo, MindSpeed's default): attention exchanges the sequence split for a head split");
-  require(a.use_torch_fsdp2, "--context-parallel-size needs --use-torch-fsdp2 (the ranks that split a sequence are FSDP2's)");
-}
-
 void check_parallel_flags(const TrainingArguments& a) {
-  check_recompute(a);
-  check_context_parallel_flags(a);
+  check_recompute(a);  // --context-parallel-size: with the YAML's ulysses_size, settings/parallelism.cpp
   require(a.empty_unused_memory_level >= 0 && a.empty_unused_memory_level <= 2, "--empty-unused-memory-level must be 0, 1 or 2");
   require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");

@@ -5,8 +5,22 @@
 #include "megacpp/errors.h"
 
 namespace megacpp::settings {
+namespace {
+
+// Megatron's --context-parallel-size, as MindSpeed's ulysses_cp_algo (its default).
+void check_context_parallel_flags(const TrainingArguments& a) {
+  require(a.context_parallel_size >= 1, "--context-parallel-size must be >= 1");
+  if (a.context_parallel_size == 1) return;  // no algorithm runs
+  require(a.context_parallel_algo == "ulysses_cp_algo",
+          "--context-parallel-algo " + a.context_parallel_algo + ": not supported; megacpp's context parallelism is "
+          "DeepSpeed-Ulysses (ulysses_cp_algo, MindSpeed's default): attention exchanges the sequence split for a head split");
+  require(a.use_torch_fsdp2, "--context-parallel-size needs --use-torch-fsdp2 (the ranks that split a sequence are FSDP2's)");
+}
+
+}  // namespace
 
 void check_context_parallel(const TrainingArguments& args, const FSDP2Config& config) {
+  check_context_parallel_flags(args);
   require(args.context_parallel_size == 1 || config.ulysses_size == args.context_parallel_size,
           "--context-parallel-size " + std::to_string(args.context_parallel_size) + " conflicts with ulysses_size " +
               std::to_string(config.ulysses_size) + " in " + args.fsdp2_config_path + " (remove one of them)");

@@ -14,9 +14,10 @@
 
 namespace megacpp::settings {
 
-// Checks the Ulysses size of a merged config (--context-parallel-size was the YAML's default; the
-// parallel section checked the flags alone): flag and YAML agreeing, and --seq-length dividing by
-// it. Called by fsdp2_config_from_args once it has merged the flags into the YAML.
+// Checks the Ulysses size of a merged config (--context-parallel-size was the YAML's default):
+// MindSpeed's ulysses_cp_algo only, FSDP2 on, flag and YAML agreeing, and --seq-length dividing
+// by it; the one place it is checked (the parallel section reads the flag). Called by
+// fsdp2_config_from_args once it has merged the flags into the YAML.
 void check_context_parallel(const TrainingArguments& args, const FSDP2Config& config);
 
 // The Ulysses size as it was given, for messages: "--context-parallel-size 2" or

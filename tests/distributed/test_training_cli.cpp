@@ -202,7 +202,9 @@ TEST(TrainingCli, BadInputIsRefusedByName) {
   const std::vector<Case> cases = {
       {1, kBaseFlags + " --no-such-flag", "no-such-flag"},
       {1, kBaseFlags + " --num-layers x", "num-layers"},
-      {2, kBaseFlags, "needs --use-torch-fsdp2"},
+      // Several ranks run FSDP2 without the flag (plain data parallelism), but FSDP2's own features ask for it.
+      {2, kBaseFlags + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+       "--recompute-granularity needs --use-torch-fsdp2"},
       {2, kBaseFlags + " --use-torch-fsdp2 --micro-batch-size 3", "--global-batch-size (8) must be divisible"},
       {1, kBaseFlags + " --use-torch-fsdp2 --fsdp2-config-path " + write_file(dir, "bad.yaml", "shardingsize: 2\n"),
        "key 'shardingsize': unknown key"},
