@@ -138,8 +138,6 @@ const RefusedFlag kRefused[] = {
     {"lora-fusion", "MindSpeed-LLM's fused LoRA kernel; megacpp runs the adapters with libtorch (leave it out: the "
                     "same result)"},
     {"add-qkv-bias", "megacpp's llama family has no q/k/v biases (Qwen2 / Qwen2.5 attention) yet"},
-    {"first-k-dense-replace", "megacpp chooses the dense layers with --moe-layer-freq (e.g. [0,1,1,1]: the first one "
-                              "dense)"},
     {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
                              "(Megatron's default)"},
     {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "

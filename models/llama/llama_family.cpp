@@ -14,16 +14,25 @@ MEGACPP_REGISTER_MODEL_FAMILY(LlamaFamily);
 
 namespace {
 
-// Megatron's MoE flags (only read with --num-experts > 0).
+// Megatron's MoE flags (only read with --num-experts > 0). MindSpeed-LLM's
+// --first-k-dense-replace K makes the first K layers dense whatever --moe-layer-freq says (K <= 0:
+// none, as its scripts write -1).
 void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
   c.num_experts = flags.integer("num-experts");
+  const int64_t first_dense = flags.integer("first-k-dense-replace");
   if (c.num_experts == 0) {
     if (flags.number("moe-aux-loss-coeff") != 0.0) throw std::invalid_argument("--moe-aux-loss-coeff needs --num-experts > 0");
+    if (first_dense > 0) throw std::invalid_argument("--first-k-dense-replace needs --num-experts > 0 (every layer is dense)");
     return;
   }
   c.moe_router_topk = flags.integer("moe-router-topk");
   c.moe_ffn_hidden_size = flags.integer("moe-ffn-hidden-size");
   c.moe_layer_pattern = parse_moe_layer_freq(flags.text("moe-layer-freq"), flags.integer("num-layers"));
+  if (first_dense > static_cast<int64_t>(c.moe_layer_pattern.size())) {
+    throw std::invalid_argument("--first-k-dense-replace " + std::to_string(first_dense) + " is more than the " +
+                                std::to_string(c.moe_layer_pattern.size()) + " layers (--num-layers)");
+  }
+  for (int64_t layer = 0; layer < first_dense; ++layer) c.moe_layer_pattern[static_cast<size_t>(layer)] = 0;
   c.moe_norm_topk_prob = !flags.enabled("moe-router-pre-softmax");
   c.moe_aux_loss_coeff = flags.number("moe-aux-loss-coeff");
 }
@@ -66,6 +75,8 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"moe-router-topk", "experts each token is routed to", "2"},
       {"moe-ffn-hidden-size", "each expert's MLP hidden size (default: --ffn-hidden-size)", "0"},
       {"moe-layer-freq", "which layers are MoE: every N-th from the first, or a list [1,0,1,...]", "1"},
+      {"first-k-dense-replace", "the first K layers dense, the rest as --moe-layer-freq says (MindSpeed-LLM's; <= 0: none)",
+       "0"},
       {"moe-router-pre-softmax", "top-k of the softmax over all experts, not renormalized (default: renormalized)", "",
        true},
       {"moe-aux-loss-coeff", "load-balancing loss coefficient (transformers' Qwen3-MoE loss; 0: logged only)", "0"},

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "settings/arguments.h"
@@ -188,16 +189,37 @@ TEST(Arguments, MindSpeedLlmFlagsUnknownFlagsAndBadValuesAreRefusedInOneError) {
   const std::string negative = error_of({"--mock-data", "--no-such-flag", "-1"});
   EXPECT_NE(negative.find("--no-such-flag: unknown flag (see --help)"), std::string::npos) << negative;
   EXPECT_EQ(negative.find("--1"), std::string::npos) << negative;
-  const std::string error = error_of({"--mock-data", "--model-id", "qwen3", "--stage", "sft", "--first-k-dense-replace", "-1",
+  const std::string error = error_of({"--mock-data", "--model-id", "qwen3", "--stage", "sft", "--loss-chunk-size", "-1",
                                       "--lr", "x", "--log-interval", "0"});
   EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
   for (const std::string expected :
        {"--model-id: not supported: MindSpeed-LLM's model registry; megacpp builds the family --model-type names",
-        "--stage: not supported: MindSpeed-LLM's training stages", "--first-k-dense-replace: not supported: megacpp chooses "
-        "the dense layers with --moe-layer-freq", "--lr: 'x' is not a valid number", "--log-interval must be positive"}) {
+        "--stage: not supported: MindSpeed-LLM's training stages", "--loss-chunk-size: not supported: MindSpeed-LLM's "
+        "chunked loss", "--lr: 'x' is not a valid number", "--log-interval must be positive"}) {
     EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
   }
   EXPECT_EQ(error.find("unexpected argument"), std::string::npos) << error;
+}
+
+// MindSpeed-LLM's --first-k-dense-replace: the first K layers dense over --moe-layer-freq; -1 (its
+// scripts' value) none.
+TEST(Arguments, FirstKDenseReplaceMakesTheFirstLayersDense) {
+  const std::string moe = "--mock-data --model-type llama --num-layers 4 --hidden-size 32 --num-attention-heads 4 --num-experts 4 ";
+  auto pattern = [&](const std::string& flags) {
+    std::vector<std::string> words;
+    std::istringstream in(moe + flags);
+    for (std::string w; in >> w;) words.push_back(w);
+    return parse(words).model->to_args().at("moe_layer_freq").get<std::string>();
+  };
+  EXPECT_EQ(pattern("--first-k-dense-replace 1"), "[0,1,1,1]");
+  EXPECT_EQ(pattern("--first-k-dense-replace 2 --moe-layer-freq 2"), "[0,0,1,0]");
+  EXPECT_EQ(pattern("--first-k-dense-replace -1"), "[1,1,1,1]");
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--first-k-dense-replace", "1"})
+                .find("--first-k-dense-replace needs --num-experts"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--num-layers", "2", "--num-experts", "4", "--first-k-dense-replace", "3"})
+                .find("--first-k-dense-replace 3 is more than the 2 layers"),
+            std::string::npos);
 }
 
 // Note [Megatron flags]: what a Megatron script says about the model is accepted when it is what
