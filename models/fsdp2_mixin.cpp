@@ -56,6 +56,39 @@ std::vector<std::string> expert_patterns(const std::vector<std::string>& names,
   return patterns;
 }
 
+// wrap_policy's class names: transformer_layer_cls_to_wrap, and every class of the model when
+// the default applies (ROLL's: no classes and no sub_modules_to_wrap named).
+std::vector<std::string> classes_to_wrap(const WrapPolicy& config, const std::vector<std::pair<std::string, std::string>>& classes) {
+  std::vector<std::string> names = config.module_classes_to_wrap;
+  if (!config.wrap_default_module_classes) return names;
+  if (classes.empty()) {
+    throw std::invalid_argument("wrap_policy: this model lists no module classes, so the default (wrap every "
+                                "decoder layer class) does not apply; name the modules with sub_modules_to_wrap");
+  }
+  for (auto& [name, pattern] : classes) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+// The module patterns of the named classes, each of which must be one of the model's.
+std::vector<std::string> patterns_of_classes(const std::vector<std::string>& names,
+                                             const std::vector<std::pair<std::string, std::string>>& classes,
+                                             const std::string& known_text) {
+  std::vector<std::string> patterns;
+  for (auto& name : names) {
+    const size_t before = patterns.size();
+    for (auto& [class_name, pattern] : classes) {
+      if (class_name == name) patterns.push_back(pattern);
+    }
+    if (patterns.size() == before) {
+      throw std::invalid_argument("wrap_policy.transformer_layer_cls_to_wrap: '" + name +
+                                  "' is not a module class of this model (known: " + known_text + ")");
+    }
+  }
+  return patterns;
+}
+
 }  // namespace
 
 std::string FSDP2Mixin::known_classes_text() const {
@@ -103,29 +136,8 @@ WrapPolicy FSDP2Mixin::resolve_module_classes(const WrapPolicy& config) const {
     if (path.empty()) throw std::invalid_argument("wrap_embeddings: this model has no token embedding module to wrap");
     add(path);
   }
-  std::vector<std::string> names = config.module_classes_to_wrap;
-  if (config.wrap_default_module_classes) {
-    if (classes.empty()) {
-      throw std::invalid_argument("wrap_policy: this model lists no module classes, so the default (wrap every "
-                                  "decoder layer class) does not apply; name the modules with sub_modules_to_wrap");
-    }
-    for (auto& [name, pattern] : classes) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  }
-  for (auto& name : names) {
-    bool found = false;
-    for (auto& [class_name, pattern] : classes) {
-      if (class_name == name) {
-        add(pattern);
-        found = true;
-      }
-    }
-    if (!found) {
-      throw std::invalid_argument("wrap_policy.transformer_layer_cls_to_wrap: '" + name +
-                                  "' is not a module class of this model (known: " + known_text + ")");
-    }
-  }
+  std::vector<std::string> names = classes_to_wrap(config, classes);
+  for (auto& pattern : patterns_of_classes(names, classes, known_text)) add(pattern);
   for (auto& pattern : expert_patterns(config.expert_classes_to_wrap, expert_module_classes())) add(pattern);
   if (config.wrap_lm_output) {
     const std::string path = output_layer_path();
