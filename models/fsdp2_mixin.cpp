@@ -36,26 +36,6 @@ std::vector<std::string> with_classes_resolved(const std::vector<std::string>& e
   return out;
 }
 
-// ROLL's wrap_policy.moe_experts: the patterns of the named expert classes, each of which must
-// be one of the model's.
-std::vector<std::string> expert_patterns(const std::vector<std::string>& names,
-                                         const std::vector<std::pair<std::string, std::string>>& experts) {
-  std::vector<std::string> patterns, known;
-  for (auto& entry : experts) known.push_back(entry.first);
-  for (auto& name : names) {
-    const size_t before = patterns.size();
-    for (auto& [class_name, pattern] : experts) {
-      if (class_name == name) patterns.push_back(pattern);
-    }
-    if (patterns.size() > before) continue;
-    throw std::invalid_argument("wrap_policy.moe_experts: '" + name + "' is not an expert class of this model (known: " +
-                                (known.empty() ? std::string("none: it has no mixture-of-experts layers")
-                                               : fmt::format("{}", fmt::join(known, ", "))) +
-                                ")");
-  }
-  return patterns;
-}
-
 // wrap_policy's class names: transformer_layer_cls_to_wrap, and every class of the model when
 // the default applies (ROLL's: no classes and no sub_modules_to_wrap named).
 std::vector<std::string> classes_to_wrap(const WrapPolicy& config, const std::vector<std::pair<std::string, std::string>>& classes) {
@@ -71,10 +51,23 @@ std::vector<std::string> classes_to_wrap(const WrapPolicy& config, const std::ve
   return names;
 }
 
-// The module patterns of the named classes, each of which must be one of the model's.
+const char* const kNoClasses = "none; name modules with sub_modules_to_wrap";
+
+// The distinct class names of `classes`, for errors; `if_none` when there are none.
+std::string known_names(const std::vector<std::pair<std::string, std::string>>& classes, const std::string& if_none) {
+  std::vector<std::string> known;
+  for (auto& entry : classes) {
+    if (std::find(known.begin(), known.end(), entry.first) == known.end()) known.push_back(entry.first);
+  }
+  return known.empty() ? if_none : fmt::format("{}", fmt::join(known, ", "));
+}
+
+// The module patterns of the named classes (wrap_policy's transformer_layer_cls_to_wrap or
+// moe_experts). A name none of `classes` has is refused: "KEY: 'NAME' is not a WHAT of this model
+// (known: KNOWN)".
 std::vector<std::string> patterns_of_classes(const std::vector<std::string>& names,
                                              const std::vector<std::pair<std::string, std::string>>& classes,
-                                             const std::string& known_text) {
+                                             const std::string& key, const std::string& what, const std::string& known) {
   std::vector<std::string> patterns;
   for (auto& name : names) {
     const size_t before = patterns.size();
@@ -82,8 +75,7 @@ std::vector<std::string> patterns_of_classes(const std::vector<std::string>& nam
       if (class_name == name) patterns.push_back(pattern);
     }
     if (patterns.size() == before) {
-      throw std::invalid_argument("wrap_policy.transformer_layer_cls_to_wrap: '" + name +
-                                  "' is not a module class of this model (known: " + known_text + ")");
+      throw std::invalid_argument(key + ": '" + name + "' is not " + what + " of this model (known: " + known + ")");
     }
   }
   return patterns;
@@ -91,18 +83,11 @@ std::vector<std::string> patterns_of_classes(const std::vector<std::string>& nam
 
 }  // namespace
 
-std::string FSDP2Mixin::known_classes_text() const {
-  std::vector<std::string> known;
-  for (auto& entry : module_classes()) {
-    if (std::find(known.begin(), known.end(), entry.first) == known.end()) known.push_back(entry.first);
-  }
-  return known.empty() ? std::string("none; name modules with sub_modules_to_wrap") : fmt::format("{}", fmt::join(known, ", "));
-}
-
 RecomputePolicy FSDP2Mixin::resolve_module_classes(const RecomputePolicy& given) const {
   RecomputePolicy out = given;
   const auto classes = module_classes();
-  out.recompute_modules = with_classes_resolved(given.recompute_modules, classes, known_classes_text(), "recompute_modules");
+  out.recompute_modules =
+      with_classes_resolved(given.recompute_modules, classes, known_names(classes, kNoClasses), "recompute_modules");
   if (!given.recompute_default_module_classes) return out;
   if (classes.empty()) {
     throw std::invalid_argument("--recompute-granularity full: this model lists no module classes (layers) to "
@@ -128,7 +113,7 @@ WrapPolicy FSDP2Mixin::resolve_module_classes(const WrapPolicy& config) const {
     if (std::find(wrap.begin(), wrap.end(), pattern) == wrap.end()) wrap.push_back(pattern);
   };
   const auto classes = module_classes();
-  const std::string known_text = known_classes_text();
+  const std::string known_text = known_names(classes, kNoClasses);
   out.sub_modules_to_wrap = with_classes_resolved(config.sub_modules_to_wrap, classes, known_text, "sub_modules_to_wrap");
   out.ignored_modules = with_classes_resolved(config.ignored_modules, classes, known_text, "ignored_modules");
   if (config.wrap_embeddings) {
@@ -137,8 +122,15 @@ WrapPolicy FSDP2Mixin::resolve_module_classes(const WrapPolicy& config) const {
     add(path);
   }
   std::vector<std::string> names = classes_to_wrap(config, classes);
-  for (auto& pattern : patterns_of_classes(names, classes, known_text)) add(pattern);
-  for (auto& pattern : expert_patterns(config.expert_classes_to_wrap, expert_module_classes())) add(pattern);
+  for (auto& pattern : patterns_of_classes(names, classes, "wrap_policy.transformer_layer_cls_to_wrap", "a module class",
+                                           known_text)) {
+    add(pattern);
+  }
+  const auto experts = expert_module_classes();
+  for (auto& pattern : patterns_of_classes(config.expert_classes_to_wrap, experts, "wrap_policy.moe_experts", "an expert class",
+                                           known_names(experts, "none: it has no mixture-of-experts layers"))) {
+    add(pattern);
+  }
   if (config.wrap_lm_output) {
     const std::string path = output_layer_path();
     if (path.empty()) {

@@ -59,9 +59,6 @@ class FSDP2Mixin {
   // default. A family may add its own (insert_pass_before, e.g. a check of the sharding plan
   // before fully_shard), replace one by name or drop one, as torchtitan's parallelize_fn does.
   virtual std::vector<ParallelizePass> parallelize_passes(std::vector<ParallelizePass> passes) const { return passes; }
-
- private:
-  std::string known_classes_text() const;  // the class names of module_classes(), for errors
 };
 
 }  // namespace megacpp::models

@@ -9,6 +9,7 @@
 #include "models/freeze.h"
 #include "models/layers/moe.h"
 #include "models/long_context.h"
+#include "models/module_path.h"
 #include "models/sharding_plan.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/recompute.h"
@@ -59,9 +60,8 @@ bool sharding_plan(Parallelization& p) {
   if (sharding.num_to_forward_prefetch < 0 || sharding.num_to_backward_prefetch < 0) {
     throw std::invalid_argument("num_to_forward_prefetch / num_to_backward_prefetch must be >= 0");
   }
-  p.wrap = p.model.resolve_module_classes(p.settings.wrap);
-  p.recompute = p.model.resolve_module_classes(p.settings.recompute);
-  p.plan = make_sharding_plan(p.model, p.mesh, p.wrap, p.recompute, sharding, p.settings.device);
+  p.plan = make_sharding_plan(p.model, p.mesh, p.model.resolve_module_classes(p.settings.wrap),
+                              p.model.resolve_module_classes(p.settings.recompute), sharding, p.settings.device);
   return true;
 }
 
@@ -80,7 +80,7 @@ bool expert_patch(Parallelization& p) {
   for (auto& [path, module] : parallel::named_hookable_modules(p.model)) {
     if (auto* block = dynamic_cast<SparseMoeBlock*>(module)) blocks.emplace_back(path, block);
   }
-  if (p.wrap.apply_expert_patch) {
+  if (p.settings.wrap.apply_expert_patch) {
     if (blocks.empty()) throw std::invalid_argument("apply_expert_patch: this model has no mixture-of-experts layers");
     for (auto& entry : blocks) entry.second->set_run_every_expert(true);
     spdlog::info("fsdp2: apply_expert_patch: every expert of {} MoE layer(s) runs each micro-batch", blocks.size());
@@ -179,7 +179,7 @@ std::vector<ParallelizePass> default_passes() {
 }
 
 ShardingPlan parallelize(LanguageModel& model, const parallel::DeviceMesh& mesh, const ParallelizeSettings& settings) {
-  Parallelization state{model, mesh, settings, settings.wrap, settings.recompute, {}, holds_meta_weights(model)};
+  Parallelization state{model, mesh, settings, {}, holds_meta_weights(model)};
   std::vector<std::string> applied;
   for (const auto& pass : model.parallelize_passes(default_passes())) {
     if (pass.run(state)) applied.push_back(pass.name);

@@ -52,8 +52,6 @@ struct Parallelization {
   LanguageModel& model;
   const parallel::DeviceMesh& mesh;
   const ParallelizeSettings& settings;
-  WrapPolicy wrap;            // settings.wrap with its classes resolved, by sharding_plan
-  RecomputePolicy recompute;  // settings.recompute with its classes resolved, by sharding_plan
   ShardingPlan plan;   // filled by sharding_plan
   bool meta_weights = false;  // the model was built on the meta device (--init-model-with-meta-device)
 
