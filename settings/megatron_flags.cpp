@@ -137,7 +137,6 @@ const RefusedFlag kRefused[] = {
                        "samples"},
     {"lora-fusion", "MindSpeed-LLM's fused LoRA kernel; megacpp runs the adapters with libtorch (leave it out: the "
                     "same result)"},
-    {"add-qkv-bias", "megacpp's llama family has no q/k/v biases (Qwen2 / Qwen2.5 attention) yet"},
     {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
                              "(Megatron's default)"},
     {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "

@@ -11,9 +11,9 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
       kv_heads_(s.kv_heads),
       head_dim_(s.head_dim),
       rotary_(s.head_dim, s.rotary_base) {
-  q_proj_ = register_module("q_proj", std::make_shared<Linear>(s.hidden_size, heads_ * head_dim_, false, options));
-  k_proj_ = register_module("k_proj", std::make_shared<Linear>(s.hidden_size, kv_heads_ * head_dim_, false, options));
-  v_proj_ = register_module("v_proj", std::make_shared<Linear>(s.hidden_size, kv_heads_ * head_dim_, false, options));
+  q_proj_ = register_module("q_proj", std::make_shared<Linear>(s.hidden_size, heads_ * head_dim_, s.qkv_bias, options));
+  k_proj_ = register_module("k_proj", std::make_shared<Linear>(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias, options));
+  v_proj_ = register_module("v_proj", std::make_shared<Linear>(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias, options));
   o_proj_ = register_module("o_proj", std::make_shared<Linear>(heads_ * head_dim_, s.hidden_size, false, options));
   if (s.qk_layernorm) {
     q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));

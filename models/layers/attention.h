@@ -18,11 +18,12 @@ struct AttentionShape {
   bool qk_layernorm = false;   // RMSNorm over head_dim on every q and k head, before rotary
   double norm_epsilon = 1e-6;  // of those norms
   bool zero_centered_gamma = false;  // of those norms (--apply-layernorm-1p)
+  bool qkv_bias = false;       // biases on q_proj, k_proj and v_proj (Qwen2), none on o_proj
 };
 
 // Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,
-// or Qwen3Attention with qk_layernorm (children q_norm, k_norm with weight [head_dim]); the
-// softmax(q k^T) v itself is the child core_attention.
+// Qwen2Attention with qkv_bias, or Qwen3Attention with qk_layernorm (children q_norm, k_norm
+// with weight [head_dim]); the softmax(q k^T) v itself is the child core_attention.
 class Attention : public parallel::Module {
  public:
   Attention(const AttentionShape& shape, const at::TensorOptions& options);

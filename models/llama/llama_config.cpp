@@ -95,6 +95,7 @@ nlohmann::json LlamaConfig::dense_args() const {
           {"num_query_groups", kv_heads()},
           {"kv_channels", head_dim()},
           {"qk_layernorm", qk_layernorm},
+          {"add_qkv_bias", add_qkv_bias},
           {"max_position_embeddings", max_position_embeddings},
           {"rotary_base", rotary_base},
           {"norm_epsilon", norm_epsilon},
@@ -126,7 +127,7 @@ std::string LlamaConfig::to_flags() const {
   flags << "--num-layers " << num_layers << " --hidden-size " << hidden_size << " --ffn-hidden-size " << ffn()
         << " --num-attention-heads " << num_attention_heads << " --num-query-groups " << kv_heads() << " --kv-channels "
         << head_dim() << " --max-position-embeddings " << max_position_embeddings << " --rotary-base " << rotary_base
-        << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "")
+        << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "") << (add_qkv_bias ? " --add-qkv-bias" : "")
         << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights")
         << (apply_layernorm_1p ? " --apply-layernorm-1p" : "");
   if (num_experts > 0) {

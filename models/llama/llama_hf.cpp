@@ -11,9 +11,54 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kLlama = "LlamaForCausalLM";
-const char* const kQwen3 = "Qwen3ForCausalLM";
-const char* const kQwen3Moe = "Qwen3MoeForCausalLM";
+struct TransformersShape {
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads;  // kv_heads 0: = heads
+};
+
+// The transformers models megacpp's llama family computes, and what each adds to Llama's
+// decoder: q/k RMSNorm (Qwen3, Qwen3-MoE), q/k/v biases (Qwen2), experts (Qwen3-MoE).
+struct HfVariant {
+  const char* model_type;
+  const char* architecture;
+  bool qk_layernorm, qkv_bias, moe;
+  TransformersShape defaults;       // transformers' config defaults (a LLaVA text_config may keep
+  int64_t max_position_embeddings;  // only what differs from them)
+  int64_t head_dim;                 // 0: hidden / heads when config.json has no head_dim
+};
+
+const HfVariant kVariants[] = {
+    {"llama", "LlamaForCausalLM", false, false, false, {32000, 4096, 11008, 32, 32, 0}, 2048, 0},
+    {"qwen2", "Qwen2ForCausalLM", false, true, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 0},
+    {"qwen3", "Qwen3ForCausalLM", true, false, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 128},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", true, false, true, {151936, 2048, 6144, 24, 32, 4}, 32768, 0},
+};
+
+// The variant that writes `c`; refuses a combination no transformers model has.
+const HfVariant& variant_of(const LlamaConfig& c) {
+  const bool moe = c.num_experts > 0;
+  if (c.add_qkv_bias && (c.qk_layernorm || moe)) {
+    throw std::invalid_argument("--add-qkv-bias with --qk-layernorm or experts is no Hugging Face model (Qwen2 has "
+                                "q/k/v biases, Qwen3 and Qwen3-MoE q/k norms)");
+  }
+  if (moe && !c.qk_layernorm) {
+    throw std::invalid_argument("a mixture-of-experts model is exported as Qwen3MoeForCausalLM, which has --qk-layernorm; "
+                                "this one has not");
+  }
+  for (const HfVariant& v : kVariants) {
+    if (v.qk_layernorm == c.qk_layernorm && v.qkv_bias == c.add_qkv_bias && v.moe == moe) return v;
+  }
+  throw std::logic_error("no Hugging Face variant for this llama config");
+}
+
+const HfVariant& variant_named(const ConfigKeys& keys) {
+  const json* type = keys.get("model_type");
+  std::string known;
+  for (const HfVariant& v : kVariants) {
+    if (type && *type == v.model_type) return v;
+    known += std::string(known.empty() ? "" : ", ") + "\"" + v.model_type + "\"";
+  }
+  keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads " + known);
+}
 
 // transformers' Qwen3MoeConfig: a layer is sparse unless listed in mlp_only_layers, when
 // (layer + 1) % decoder_sparse_step == 0. megacpp writes step 1 and lists its dense layers.
@@ -74,11 +119,12 @@ double rope_theta(const ConfigKeys& keys) {
   return theta;
 }
 
-void refuse_unsupported(const ConfigKeys& keys) {
+void refuse_unsupported(const ConfigKeys& keys, const HfVariant& variant) {
   keys.refuse_unless("rope_scaling", json(), "only default RoPE (no scaling) is implemented");
   keys.refuse_unless("partial_rotary_factor", 1.0, "rotary embeddings cover the whole head");
   keys.refuse_unless("hidden_act", "silu", "the MLP is SwiGLU with silu");
-  keys.refuse_unless("attention_bias", false, "the attention projections have no bias");
+  // Qwen2's attention has q/k/v biases whatever attention_bias says (its config has no such key).
+  if (!variant.qkv_bias) keys.refuse_unless("attention_bias", false, "the attention projections have no bias");
   keys.refuse_unless("mlp_bias", false, "the MLP projections have no bias");
   keys.refuse_unless("use_sliding_window", false, "attention is full causal attention");
   keys.refuse_unless("attention_dropout", 0.0, "megacpp has no dropout");
@@ -90,22 +136,19 @@ void refuse_unsupported(const ConfigKeys& keys) {
   }
 }
 
-struct TransformersShape {
-  int64_t vocab, hidden, intermediate, layers, heads, kv_heads;  // kv_heads 0: = heads
-};
-
 // Weight names without the "model." prefix; a layer index has no leading zeros.
 const std::regex& weight_name_pattern() {
   static const std::regex pattern(
       "embed_tokens\\.weight|norm\\.weight|lm_head\\.weight|"
       "layers\\.(0|[1-9][0-9]*)\\.(input_layernorm|post_attention_layernorm|"
       "self_attn\\.(q_proj|k_proj|v_proj|o_proj|q_norm|k_norm)|"
-      "mlp\\.(gate_proj|up_proj|down_proj|gate|experts\\.(0|[1-9][0-9]*)\\.(gate_proj|up_proj|down_proj)))\\.weight");
+      "mlp\\.(gate_proj|up_proj|down_proj|gate|experts\\.(0|[1-9][0-9]*)\\.(gate_proj|up_proj|down_proj)))\\.weight|"
+      "layers\\.(0|[1-9][0-9]*)\\.self_attn\\.(q_proj|k_proj|v_proj)\\.bias");
   return pattern;
 }
 
 [[noreturn]] void unknown_name(const std::string& name, const std::string& expected) {
-  throw std::invalid_argument("'" + name + "' is not a weight of a Llama/Qwen3 model (expected " + expected + ")");
+  throw std::invalid_argument("'" + name + "' is not a weight of a Llama/Qwen2/Qwen3 model (expected " + expected + ")");
 }
 
 }  // namespace
@@ -118,14 +161,11 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
   if (c.max_position_embeddings <= 0) {
     throw std::invalid_argument("max_position_embeddings must be set (> 0) to write a Hugging Face config");
   }
-  const bool moe = c.num_experts > 0;
-  if (moe && !c.qk_layernorm) {
-    throw std::invalid_argument("a mixture-of-experts model is exported as Qwen3MoeForCausalLM, which has --qk-layernorm; "
-                                "this one has not");
-  }
+  const HfVariant& variant = variant_of(c);
+  const std::string type = variant.model_type;
   json j = {
-      {"architectures", json::array({moe ? kQwen3Moe : c.qk_layernorm ? kQwen3 : kLlama})},
-      {"model_type", moe ? "qwen3_moe" : c.qk_layernorm ? "qwen3" : "llama"},
+      {"architectures", json::array({variant.architecture})},
+      {"model_type", type},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.ffn()},
       {"num_hidden_layers", c.num_layers},
@@ -139,19 +179,19 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
       {"rope_scaling", nullptr},
       {"tie_word_embeddings", c.tie_embeddings},
       {"hidden_act", "silu"},
-      {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"use_cache", true},
       {"torch_dtype", torch_dtype},
   };
-  if (moe) add_moe_keys(c, j);
-  if (c.qk_layernorm) {
+  if (variant.moe) add_moe_keys(c, j);
+  if (type != "qwen2") j["attention_bias"] = false;  // Qwen2's q/k/v biases are not a config key
+  if (type == "llama") {
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  } else {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = c.num_layers;
-  } else {
-    j["mlp_bias"] = false;
-    j["pretraining_tp"] = 1;
   }
   return j;
 }
@@ -159,40 +199,32 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
 LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
   const ConfigKeys keys(j, path);
-  const json* type = keys.get("model_type");
-  if (!type || (*type != "llama" && *type != "qwen3" && *type != "qwen3_moe")) {
-    keys.fail("model_type", (type ? type->dump() : "missing") + ": megacpp reads \"llama\", \"qwen3\" and \"qwen3_moe\"");
-  }
-  const bool moe = *type == "qwen3_moe";
-  const bool qwen3 = *type == "qwen3" || moe;
-  const char* architecture = moe ? kQwen3Moe : qwen3 ? kQwen3 : kLlama;
+  const HfVariant& variant = variant_named(keys);
+  const std::string type = variant.model_type;
   if (const json* archs = keys.get("architectures")) {
-    if (*archs != json::array({architecture})) {
-      keys.fail("architectures", archs->dump() + ": expected [\"" + architecture + "\"] for model_type " + type->dump());
+    if (*archs != json::array({variant.architecture})) {
+      keys.fail("architectures", archs->dump() + ": expected [\"" + variant.architecture + "\"] for model_type \"" + type + "\"");
     }
   }
-  refuse_unsupported(keys);
+  refuse_unsupported(keys, variant);
 
-  // transformers' LlamaConfig / Qwen3Config / Qwen3MoeConfig defaults (a LLaVA text_config may
-  // keep only what differs from them).
-  const TransformersShape d = moe ? TransformersShape{151936, 2048, 6144, 24, 32, 4}
-                              : qwen3 ? TransformersShape{151936, 4096, 22016, 32, 32, 32}
-                                      : TransformersShape{32000, 4096, 11008, 32, 32, 0};
+  const TransformersShape& d = variant.defaults;
   LlamaConfig c;
-  c.qk_layernorm = qwen3;
+  c.qk_layernorm = variant.qk_layernorm;
+  c.add_qkv_bias = variant.qkv_bias;
   c.hidden_size = keys.positive("hidden_size", d.hidden);
   c.ffn_hidden_size = keys.positive("intermediate_size", d.intermediate);
   c.num_layers = keys.positive("num_hidden_layers", d.layers);
   c.num_attention_heads = keys.positive("num_attention_heads", d.heads);
   c.num_query_groups = keys.positive("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : c.num_attention_heads);
-  // Absent head_dim: LlamaAttention and Qwen3MoeAttention use hidden / heads, Qwen3Config's default is 128.
-  c.kv_channels = keys.positive("head_dim", qwen3 && !moe ? 128 : c.hidden_size / c.num_attention_heads);
+  // Absent head_dim: Qwen3Config's default is 128; the other attentions use hidden / heads.
+  c.kv_channels = keys.positive("head_dim", variant.head_dim > 0 ? variant.head_dim : c.hidden_size / c.num_attention_heads);
   c.vocab_size = keys.positive("vocab_size", d.vocab);
-  c.max_position_embeddings = keys.positive("max_position_embeddings", qwen3 ? 32768 : 2048);
+  c.max_position_embeddings = keys.positive("max_position_embeddings", variant.max_position_embeddings);
   c.norm_epsilon = keys.number("rms_norm_eps", 1e-6);
   c.rotary_base = rope_theta(keys);
   c.tie_embeddings = keys.flag("tie_word_embeddings", false);
-  if (moe) read_moe_keys(keys, c);
+  if (variant.moe) read_moe_keys(keys, c);
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

@@ -1,5 +1,5 @@
 // A Llama-style decoder whose math matches Hugging Face's LlamaForCausalLM (with
-// qk_layernorm: Qwen3ForCausalLM), with HF's module names (embed_tokens,
+// add_qkv_bias: Qwen2ForCausalLM; with qk_layernorm: Qwen3ForCausalLM), with HF's module names (embed_tokens,
 // layers.N.{self_attn{,.q_norm,.k_norm},mlp,input_layernorm,post_attention_layernorm}, norm,
 // lm_head) so checkpoints map 1:1 (models/llama/llama_hf.h).
 #pragma once
@@ -47,12 +47,14 @@ class LlamaModel : public LanguageModel {
   bool takes_inputs_embeds() const override { return true; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
 
-  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen3DecoderLayer with
-  // qk_layernorm, Qwen3MoeDecoderLayer with experts; the CausalLM's _no_split_modules); embed_tokens is the token embedding;
-  // lm_head (untied only) the output.
+  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen2DecoderLayer with
+  // q/k/v biases, Qwen3DecoderLayer with qk_layernorm, Qwen3MoeDecoderLayer with experts; the
+  // CausalLM's _no_split_modules); embed_tokens is the token embedding; lm_head (untied only)
+  // the output.
   std::vector<std::pair<std::string, std::string>> module_classes() const override {
     const char* layer = config_.num_experts > 0 ? "Qwen3MoeDecoderLayer"
                         : config_.qk_layernorm  ? "Qwen3DecoderLayer"
+                        : config_.add_qkv_bias  ? "Qwen2DecoderLayer"
                                                 : "LlamaDecoderLayer";
     return {{layer, "layers.{*}"}};
   }

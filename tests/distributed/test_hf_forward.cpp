@@ -1,6 +1,6 @@
 // Export to a Hugging Face folder, checked by an independent forward pass: each tiny model is
 // written as config.json (llama_hf_config) + safetensors under HF names, read by
-// tests/reference/hf_forward.py (NumPy, transformers' Llama / Qwen3 math), and its logits must
+// tests/reference/hf_forward.py (NumPy, transformers' Llama / Qwen2 / Qwen3 math), and its logits must
 // match megacpp's on the same tokens. The Qwen3 model is also sharded over 2 ranks (FSDP2) and
 // exported from its gathered parameters, through a multi-file checkpoint with an index.
 #include <gtest/gtest.h>
@@ -28,15 +28,18 @@ using models::LlamaConfig;
 
 models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tied, qwen3); }
 
-// Seeded init, then every norm weight (q_norm, k_norm included) drawn away from 1 so that a
-// misplaced norm shows. The same full values on every rank, sharded or not.
+// Seeded init, then every norm weight (q_norm, k_norm included) drawn away from 1 and every
+// bias (Qwen2's q/k/v) away from 0, so that a misplaced one shows. The same full values on every
+// rank, sharded or not.
 std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaModel> model) {
   model->init_weights(0.2, 7);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
   for (auto& item : model->named_parameters()) {
-    if (item.key().find("norm") == std::string::npos) continue;
+    const bool norm = item.key().find("norm") != std::string::npos;
+    if (!norm && item.key().find(".bias") == std::string::npos) continue;
     at::Tensor full = torch::empty(parallel::fsdp::full_shape(item.value()), torch::kFloat);
-    parallel::fsdp::copy_full_into_parameter(item.value(), full.uniform_(0.5, 1.5, generator));
+    parallel::fsdp::copy_full_into_parameter(item.value(), norm ? full.uniform_(0.5, 1.5, generator)
+                                                                 : full.uniform_(-0.5, 0.5, generator));
   }
   return model;
 }
@@ -76,6 +79,11 @@ void check_unsharded(const std::string& what, const LlamaConfig& config) {
 TEST(HfForward, LlamaTiedMatchesReference) { check_unsharded("llama tied", tiny(true, false)); }
 TEST(HfForward, LlamaUntiedMatchesReference) { check_unsharded("llama untied", tiny(false, false)); }
 TEST(HfForward, Qwen3MatchesReference) { check_unsharded("qwen3", tiny(true, true)); }
+TEST(HfForward, Qwen2BiasesMatchReference) {
+  LlamaConfig qwen2 = tiny(false, false);
+  qwen2.add_qkv_bias = true;
+  check_unsharded("qwen2 (q/k/v biases)", qwen2);
+}
 
 TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM in NumPy.
+"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM in NumPy.
 
 Reads a Hugging Face model folder (config.json, and model.safetensors or
 model.safetensors.index.json with its shards) and prints or saves the logits for token ids.
 It shares no code with megacpp: the files are parsed by safetensors_reader.py (next to this
-file) and the math is transformers' modeling_llama.py / modeling_qwen3.py / modeling_qwen3_moe.py,
+file) and the math is transformers' modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py /
+modeling_qwen3_moe.py,
 eager attention:
 
   h = embed_tokens[ids]
   per layer:  x = RMSNorm(h);  q, k, v = x Wq^T, x Wk^T, x Wv^T split into heads of head_dim
+              (Qwen2: q, k, v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv; o_proj has no bias)
               (Qwen3: q, k = RMSNorm over head_dim with q_norm / k_norm, before rotary)
               rotary (rotate_half; inv_freq = 1 / theta^(arange(0, d, 2) / d), positions 0..s-1)
               k, v repeated for grouped-query attention (repeat_kv)
@@ -64,16 +66,19 @@ def read_config(directory):
 def parse_config(cfg, path):
     """The settings forward() needs, from a text model's config (path names it in errors)."""
     model_type = cfg.get("model_type")
-    if model_type not in ("llama", "qwen3", "qwen3_moe"):
-        raise ModelError(f"{path}: model_type {model_type!r} is not llama, qwen3 or qwen3_moe")
+    if model_type not in ("llama", "qwen2", "qwen3", "qwen3_moe"):
+        raise ModelError(f"{path}: model_type {model_type!r} is not llama, qwen2, qwen3 or qwen3_moe")
 
     def refuse(key, allowed):
         if cfg.get(key) is not None and cfg[key] != allowed:
             raise ModelError(f"{path}: key {key!r} = {cfg[key]!r} is not implemented here")
 
-    for key, allowed in [("rope_scaling", None), ("hidden_act", "silu"), ("attention_bias", False),
-                         ("mlp_bias", False), ("use_sliding_window", False), ("partial_rotary_factor", 1.0)]:
+    qkv_bias = model_type == "qwen2"  # Qwen2Attention: q/k/v_proj bias=True whatever the config says
+    for key, allowed in [("rope_scaling", None), ("hidden_act", "silu"), ("mlp_bias", False),
+                         ("use_sliding_window", False), ("partial_rotary_factor", 1.0)]:
         refuse(key, allowed)
+    if not qkv_bias:
+        refuse("attention_bias", False)
     if any(t != "full_attention" for t in cfg.get("layer_types") or []):
         raise ModelError(f"{path}: key 'layer_types': only full_attention is implemented here")
     heads = cfg["num_attention_heads"]
@@ -84,6 +89,7 @@ def parse_config(cfg, path):
               for i in range(cfg["num_hidden_layers"])]
     return {
         "qk_norm": model_type in ("qwen3", "qwen3_moe"),
+        "qkv_bias": qkv_bias,
         "sparse": sparse,
         "top_k": cfg.get("num_experts_per_tok", 8),
         "norm_topk_prob": cfg.get("norm_topk_prob", False),
@@ -239,7 +245,10 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None, embeds=None):
         x = rms_norm(h, w(p + "input_layernorm.weight"), eps)
 
         def heads_of(name, n, norm=None):  # [b, s, n*d] -> [b, n, s, d]
-            y = lin(x, p + f"self_attn.{name}").reshape(batch, seq, n, d)
+            y = lin(x, p + f"self_attn.{name}")
+            if cfg["qkv_bias"]:
+                y = y + w(p + f"self_attn.{name}.bias")
+            y = y.reshape(batch, seq, n, d)
             if norm is not None:
                 y = rms_norm(y, w(p + f"self_attn.{norm}.weight"), eps)
             return y.transpose(0, 2, 1, 3)

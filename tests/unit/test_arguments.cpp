@@ -358,6 +358,12 @@ TEST(Arguments, Qwen3ShapeFlags) {
   EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--kv-channels", "-1"}).find("--kv-channels must be >= 0"),
             std::string::npos);
   EXPECT_NE(error_of({"--mock-data", "--model-type", "llama", "--kv-channels", "7"}).find("--kv-channels"), std::string::npos);
+  // Qwen2.5 as Megatron's and MindSpeed-LLM's scripts describe it: the llama family with q/k/v biases.
+  auto qwen2 = parse({"--mock-data", "--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+                      "--disable-bias-linear", "--add-qkv-bias"});
+  EXPECT_TRUE(llama(qwen2).add_qkv_bias);
+  EXPECT_NE(llama(qwen2).to_flags().find("--add-qkv-bias"), std::string::npos);
+  EXPECT_NE(error_of({"--mock-data", "--model-type", "gpt", "--add-qkv-bias"}).find("--add-qkv-bias"), std::string::npos);
 }
 
 TEST(LearningRateSchedule, WarmupThenDecay) {

@@ -14,6 +14,11 @@ namespace {
 using nlohmann::json;
 
 models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tied, qwen3); }
+models::LlamaConfig tiny_qwen2(bool tied) {
+  models::LlamaConfig c = testing::tiny_llama(tied, false);
+  c.add_qkv_bias = true;
+  return c;
+}
 
 std::string error_of(const json& config) {
   try {
@@ -27,7 +32,8 @@ std::string error_of(const json& config) {
 TEST(HfConfig, RoundTripsEveryVariant) {
   models::LlamaConfig defaults;  // 0 = resolved defaults (ffn, query groups, head dim)
   defaults.max_position_embeddings = 128;
-  for (const auto& c : {defaults, tiny(true, false), tiny(false, false), tiny(true, true), tiny(false, true)}) {
+  for (const auto& c : {defaults, tiny(true, false), tiny(false, false), tiny(true, true), tiny(false, true), tiny_qwen2(true),
+                        tiny_qwen2(false)}) {
     json j = llama_hf_config(c, "float32");
     EXPECT_EQ(llama_config_from_hf(j, "config.json"), c) << j.dump();
     EXPECT_EQ(llama_config_from_hf(json::parse(j.dump()), "config.json"), c);  // through text, as on disk
@@ -52,6 +58,21 @@ TEST(HfConfig, WritesTheKeysTransformersReads) {
   EXPECT_EQ(qwen3["head_dim"], 12);
   EXPECT_EQ(qwen3["use_sliding_window"], false);
   EXPECT_FALSE(qwen3.contains("mlp_bias"));
+
+  json qwen2 = llama_hf_config(tiny_qwen2(false), "float32");
+  EXPECT_EQ(qwen2["architectures"], json::array({"Qwen2ForCausalLM"}));
+  EXPECT_EQ(qwen2["model_type"], "qwen2");
+  EXPECT_EQ(qwen2["use_sliding_window"], false);
+  EXPECT_FALSE(qwen2.contains("attention_bias")) << "Qwen2Config has no such key: its q/k/v biases are always there";
+  // No Hugging Face model has q/k/v biases and q/k norms, or experts.
+  models::LlamaConfig both = tiny_qwen2(false);
+  both.qk_layernorm = true;
+  try {
+    llama_hf_config(both, "float32");
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--add-qkv-bias with --qk-layernorm"), std::string::npos) << e.what();
+  }
 
   models::LlamaConfig defaults;
   defaults.max_position_embeddings = 64;
@@ -85,6 +106,10 @@ TEST(HfConfig, AppliesTransformersDefaults) {
   EXPECT_EQ(c.vocab_size, 151936);
   EXPECT_EQ(c.ffn(), 22016);
   EXPECT_EQ(c.kv_heads(), 32) << "Qwen3Config's num_key_value_heads=32, not the heads";
+  const models::LlamaConfig qwen2 = llama_config_from_hf({{"model_type", "qwen2"}, {"attention_bias", true}}, "config.json");
+  EXPECT_TRUE(qwen2.add_qkv_bias) << "Qwen2's biases whatever attention_bias says";
+  EXPECT_EQ(qwen2.head_dim(), 128) << "Qwen2Config: hidden 4096 / 32 heads";
+  EXPECT_EQ(qwen2.max_position_embeddings, 32768);
   const models::LlamaConfig bare = llama_config_from_hf({{"model_type", "llama"}}, "config.json");
   EXPECT_EQ(bare.vocab_size, 32000);
   EXPECT_EQ(bare.hidden_size, 4096);
@@ -135,15 +160,20 @@ TEST(HfConfig, RefusesUnsupportedFeaturesNamingFileAndKey) {
 }
 
 TEST(HfConfig, MapsEveryParameterNameBothWays) {
-  models::LlamaModel model(tiny(false, true), torch::TensorOptions().device(torch::kMeta));
-  int count = 0;
-  for (auto& item : model.named_parameters()) {
-    const std::string hf = llama_hf_name(item.key());
-    EXPECT_EQ(llama_name_from_hf(hf), item.key());
-    EXPECT_EQ(hf == "lm_head.weight" || hf.rfind("model.", 0) == 0, true) << hf;
-    ++count;
+  // Per layer 2 norms + 4 attention + 3 MLP weights, and Qwen3's 2 q/k norms or Qwen2's 3 q/k/v
+  // biases; embed, norm, lm_head.
+  for (const auto& [config, per_layer] : {std::pair{tiny(false, true), 11}, std::pair{tiny_qwen2(false), 12}}) {
+    models::LlamaModel model(config, torch::TensorOptions().device(torch::kMeta));
+    int count = 0;
+    for (auto& item : model.named_parameters()) {
+      const std::string hf = llama_hf_name(item.key());
+      EXPECT_EQ(llama_name_from_hf(hf), item.key());
+      EXPECT_EQ(hf == "lm_head.weight" || hf.rfind("model.", 0) == 0, true) << hf;
+      ++count;
+    }
+    EXPECT_EQ(count, 2 + 2 * per_layer + 1);
   }
-  EXPECT_EQ(count, 2 + 2 * 11 + 1);  // embed, norm; per layer 2 norms + 4 attn + 2 qk norms + 3 mlp; lm_head
+  EXPECT_EQ(llama_hf_name("layers.0.self_attn.v_proj.bias"), "model.layers.0.self_attn.v_proj.bias");
   EXPECT_EQ(llama_hf_name("layers.1.self_attn.k_norm.weight"), "model.layers.1.self_attn.k_norm.weight");
   EXPECT_EQ(llama_name_from_hf("model.embed_tokens.weight"), "embed_tokens.weight");
 }
@@ -156,13 +186,13 @@ TEST(HfConfig, RefusesUnknownWeightNames) {
       llama_name_from_hf(name);
       ADD_FAILURE() << name;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Qwen3 model"),
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Qwen2/Qwen3 model"),
                 std::string::npos)
           << e.what();
     }
   }
   EXPECT_THROW(llama_hf_name("model.embed_tokens.weight"), std::invalid_argument);
-  EXPECT_THROW(llama_hf_name("layers.0.self_attn.q_proj.bias"), std::invalid_argument);
+  EXPECT_THROW(llama_hf_name("layers.0.self_attn.o_proj.bias"), std::invalid_argument);
 }
 
 TEST(HfConfig, HeadDimensionMayDifferFromHiddenOverHeads) {
