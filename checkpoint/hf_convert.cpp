@@ -1,8 +1,6 @@
 #include "checkpoint/hf_convert.h"
 
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -13,6 +11,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_saver.h"
+#include "checkpoint/hf_folder.h"
 #include "checkpoint/lora_export.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
@@ -30,33 +29,6 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_parameters(co
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (const auto& item : model->named_parameters(true)) out.emplace_back(item.key(), item.value().sizes().vec());
   return out;
-}
-
-std::vector<int64_t> transposed(std::vector<int64_t> shape) {
-  if (shape.size() == 2) std::swap(shape[0], shape[1]);
-  return shape;
-}
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
-  }
-}
-
-// The family that reads a config.json, from its model_type (or `chosen`, a --model-type).
-const models::ModelFamily& family_of_hf_config(const nlohmann::json& config, const std::string& path,
-                                               const std::string& chosen) {
-  if (!config.is_object()) throw std::invalid_argument(path + ": expected a JSON object");
-  const auto type = config.find("model_type");
-  if (type == config.end() || !type->is_string()) {
-    throw std::invalid_argument(path + ": key 'model_type': " + (type == config.end() ? std::string("missing") : type->dump()) +
-                                ": expected the name of a Hugging Face model type");
-  }
-  return models::family_for_hf_model_type(type->get<std::string>(), path, chosen);
 }
 
 // The checkpoint under `root`; throws naming `flag` when there is none.
@@ -134,12 +106,12 @@ std::string export_hf(const HfExportOptions& options) {
 }
 
 std::string import_hf(const HfImportOptions& options) {
-  const std::string config_path = (fs::path(options.input) / "config.json").string();
-  const nlohmann::json hf_config = read_json_file(config_path);
+  const std::string config_path = hf_config_path(options.input);
+  const nlohmann::json hf_config = read_hf_config(options.input);
   const models::ModelFamily& family = family_of_hf_config(hf_config, config_path, options.model_type);
   const auto config_ptr = family.from_hf_config(hf_config, config_path);
   const models::ModelConfig& config = *config_ptr;
-  const io::serialization::SafetensorsCheckpoint weights = io::serialization::SafetensorsCheckpoint::open(options.input);
+  const HfFolderWeights weights(options.input, family, config);
 
   if (io::checkpoint::read_tracker(options.save)) {
     throw std::runtime_error("--save " + options.save + " already holds checkpoints (" + io::checkpoint::tracker_path(options.save) +
@@ -149,31 +121,10 @@ std::string import_hf(const HfImportOptions& options) {
   job.root = options.save;
   job.iteration = io::checkpoint::kReleaseIteration;
   job.format = options.format;
-  // Every tensor of the folder must be one the family knows (it throws for others); a family
-  // may read several layouts (LLaVA's before and after transformers 4.52), so the folder's own
-  // name of each parameter is looked up first.
-  std::map<std::string, std::string> folder_names;
-  for (const auto& name : weights.names()) {
-    if (const auto fqn = family.from_hf_tensor(config, name)) folder_names.emplace(*fqn, name);
-  }
-  for (const auto& [fqn, shape] : expected_parameters(config)) {
-    models::HfTensorName hf = family.to_hf_tensor(config, fqn);
-    if (const auto own = folder_names.find(fqn); own != folder_names.end()) hf.name = own->second;
-    if (!weights.contains(hf.name)) {
-      throw std::runtime_error(options.input + ": no tensor '" + hf.name + "' (the model of " + config_path + " needs it)");
-    }
-    const io::serialization::TensorView view = weights.tensor(hf.name);
-    const std::string what = (fs::path(options.input) / weights.filename_of(hf.name)).string() + ", tensor '" + hf.name + "'";
-    const std::vector<int64_t> hf_shape = hf.transposed ? transposed(shape) : shape;
-    if (view.shape != hf_shape) {
-      throw std::runtime_error(what + ": shape " + io::serialization::shape_string(view.shape) + ", the model of " + config_path + " needs " +
-                               io::serialization::shape_string(hf_shape));
-    }
-    at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(from_safetensors_dtype(view.dtype, what)));
-    if (view.nbytes > 0) std::memcpy(t.data_ptr(), view.data, view.nbytes);
-    if (hf.transposed) t = t.t().contiguous();
-    if (hf.offset != 0.0) t = t.to(at::kFloat) - hf.offset;
-    job.items.add_block(options.format.model(fqn), shape, std::vector<int64_t>(shape.size(), 0), t.to(at::kFloat));
+  const auto expected = expected_parameters(config);
+  for (const auto& [fqn, shape] : expected) weights.check(fqn, shape);  // all present before any is written
+  for (const auto& [fqn, shape] : expected) {
+    job.items.add_block(options.format.model(fqn), shape, std::vector<int64_t>(shape.size(), 0), weights.full(fqn, shape));
   }
   nlohmann::json args = config.to_args();
   args["model_type"] = config.model_type();

@@ -13,6 +13,7 @@
 #include "settings/argument_rules.h"
 #include "settings/command_line.h"
 #include "settings/flag_section.h"
+#include "settings/hf_model_arguments.h"
 #include "settings/megatron_architecture.h"
 #include "settings/megatron_flags.h"
 #include "settings/model_arguments.h"
@@ -63,8 +64,24 @@ void record_flag_values(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.flag_values.erase("help");
 }
 
+// --init-from-hf-path: the folder's model, its vocabulary the embedding's rows (Note [Hugging
+// Face folders]), which the tokenizer must fit.
+void build_hf_folder_model(TrainingArguments& a, const cxxopts::ParseResult& r, int64_t padded_flag) {
+  a.model = hf_folder_model(r, a.model_type, a.init_from_hf_path, a.seq_length);
+  const int64_t vocab = a.model->to_args().value("padded_vocab_size", int64_t{0});
+  const std::string where = "the model of --init-from-hf-path " + a.init_from_hf_path + " has a vocabulary of " + std::to_string(vocab);
+  if (vocab > 0 && vocab < a.tokenizer_vocab_size) {
+    throw std::invalid_argument(where + ", smaller than " + a.tokenizer.type + "'s " + std::to_string(a.tokenizer_vocab_size));
+  }
+  if (padded_flag != 0 && padded_flag != vocab) throw std::invalid_argument(where + ", not --padded-vocab-size " + std::to_string(padded_flag));
+  if (r.count("make-vocab-size-divisible-by")) {
+    a.notes.push_back("--make-vocab-size-divisible-by: the vocabulary is " + std::to_string(vocab) + ", that of --init-from-hf-path's model");
+  }
+  if (a.use_checkpoint_args) use_checkpoint_model(a);
+}
+
 // The tokenizer's vocabulary, then the model the family builds from the flags (or, with
-// --use-checkpoint-args, the checkpoint's).
+// --use-checkpoint-args, the checkpoint's; with --init-from-hf-path, the folder's).
 void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, const ModelFamilyChoice& family) {
   const int64_t stated_vocab = a.tokenizer.vocab_size;  // with another tokenizer, a check (Megatron's scripts give it)
   if (a.tokenizer.type != "NullTokenizer") a.tokenizer.vocab_size = 0;
@@ -75,6 +92,10 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
                                 " (" + std::to_string(a.tokenizer_vocab_size) + "); leave --vocab-size out or make them agree");
   }
   const int64_t padded = flag_number<int64_t>(r, "padded-vocab-size");
+  if (!a.init_from_hf_path.empty()) {
+    build_hf_folder_model(a, r, padded);
+    return;
+  }
   if (padded != 0 && padded < a.tokenizer_vocab_size) {
     throw std::invalid_argument("--padded-vocab-size " + std::to_string(padded) + " is smaller than the vocabulary of " +
                                 a.tokenizer.type + " (" + std::to_string(a.tokenizer_vocab_size) + ")");

@@ -14,6 +14,10 @@ void declare_checkpoint_flags(cxxopts::Options& o) {
       ("save", "save checkpoints under this directory (DIR/iter_0000100/)", cxxopts::value<std::string>()->default_value(""))
       ("save-interval", "iterations between checkpoints (one is also saved at the end)", cxxopts::value<std::string>()->default_value("0"))
       ("load", "resume from the latest checkpoint under this directory", cxxopts::value<std::string>()->default_value(""))
+      ("init-from-hf-path", "a Hugging Face folder (config.json, safetensors, tokenizer): train its model, starting from its "
+       "weights unless --load holds a checkpoint", cxxopts::value<std::string>()->default_value(""))
+      ("model-id", "with --init-from-hf-path: the model the folder must hold (MindSpeed-LLM's ids: llama, qwen2, qwen2.5, "
+       "qwen3, qwen3_moe)", cxxopts::value<std::string>())
       ("ckpt-step", "with --load (--lora-load when given): the iteration to load instead of the latest", cxxopts::value<std::string>()->default_value("-1"))
       ("ckpt-format", "torch_dist (Megatron) or torch_dcp (PyTorch DCP)", cxxopts::value<std::string>()->default_value("torch_dist"))
       ("no-save-optim", "do not save the optimizer state")
@@ -52,13 +56,15 @@ void check_checkpoint_flags(const TrainingArguments& a) {
   require(a.unexpected_keys == UnexpectedKeys::kRaise || a.finetune,
           "--dist-ckpt-strictness " + a.dist_ckpt_strictness +
               " needs --finetune: a resumed run loads exactly the model it saved");
-  require(!a.no_initialization || !a.load.empty(), "--no-initialization needs --load (the weights would be uninitialized memory)");
+  require(!a.no_initialization || !a.load.empty() || !a.init_from_hf_path.empty(),
+          "--no-initialization needs --load or --init-from-hf-path (the weights would be uninitialized memory)");
 }
 
 void read_checkpoint_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.save = r["save"].as<std::string>();
   a.save_interval = flag_number<int64_t>(r, "save-interval");
   a.load = r["load"].as<std::string>();
+  a.init_from_hf_path = r["init-from-hf-path"].as<std::string>();
   a.ckpt_step = flag_number<int64_t>(r, "ckpt-step");
   a.ckpt_format = checkpoint::CheckpointFormat::named(r["ckpt-format"].as<std::string>());
   a.no_save_optim = r["no-save-optim"].as<bool>();

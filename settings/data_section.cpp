@@ -35,11 +35,21 @@ void declare_data_flags(cxxopts::Options& o) {
       ("data-cache-path", "keep the datasets' sample indices here and reuse them in later runs", cxxopts::value<std::string>()->default_value(""));
 }
 
+bool uses_folder_tokenizer(const cxxopts::ParseResult& r) {
+  for (const char* flag : {"tokenizer-type", "tokenizer-model", "tokenizer-name-or-path", "vocab-file", "merge-file"}) {
+    if (r.count(flag)) return false;
+  }
+  return !r["init-from-hf-path"].as<std::string>().empty();
+}
+
 // pretrain_gpt.py's args_defaults make GPT2BPETokenizer Megatron's tokenizer when the flag is
 // left out; megacpp's own default, without GPT-2's files, is its byte-level tokenizer.
+// With --init-from-hf-path and no tokenizer flag, the folder's tokenizer.json (Note [Hugging
+// Face folders]).
 std::string default_tokenizer_type(const cxxopts::ParseResult& r, const io::data::TokenizerOptions& tokenizer) {
   if (r.count("tokenizer-type")) return r["tokenizer-type"].as<std::string>();
-  return !tokenizer.vocab_file.empty() && !tokenizer.merge_file.empty() ? "GPT2BPETokenizer" : "ByteLevelTokenizer";
+  if (!tokenizer.vocab_file.empty() && !tokenizer.merge_file.empty()) return "GPT2BPETokenizer";
+  return uses_folder_tokenizer(r) ? "HuggingFaceTokenizer" : "ByteLevelTokenizer";
 }
 
 void check_data_flags(const TrainingArguments& a) {
@@ -73,6 +83,10 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.tokenizer.type = default_tokenizer_type(r, a.tokenizer);
   a.flag_values["tokenizer-type"] = a.tokenizer.type;
   io::data::set_tokenizer_model(a.tokenizer, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
+  if (uses_folder_tokenizer(r)) {
+    a.tokenizer.tokenizer_model = r["init-from-hf-path"].as<std::string>();
+    a.tokenizer.tokenizer_model_flag = "--init-from-hf-path";
+  }
   a.num_workers = flag_number<int>(r, "num-workers");
   a.dataloader_type = r["dataloader-type"].as<std::string>();
   a.data_cache_path = r["data-cache-path"].as<std::string>();

@@ -1,9 +1,11 @@
 #include "settings/megatron_architecture.h"
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "models/registry.h"
+#include "settings/hf_model_arguments.h"
 
 namespace megacpp::settings {
 namespace {
@@ -125,18 +127,21 @@ bool is_megatron_architecture_flag(const std::string& flag) {
 
 ModelFamilyChoice choose_model_family(const cxxopts::ParseResult& r) {
   const Architecture given = given_architecture(r);
-  if (r.count("model-type")) {
-    const std::string type = r["model-type"].as<std::string>();
+  // The family named, by --init-from-hf-path's config.json (Note [Hugging Face folders]) or
+  // --model-type; the architecture flags given must describe it.
+  const std::optional<std::string> folder_type = hf_folder_model_type(r);
+  if (folder_type || r.count("model-type")) {
+    const std::string type = folder_type ? *folder_type : r["model-type"].as<std::string>();
+    const std::string named = folder_type ? "--init-from-hf-path's model (--model-type " + type + ")" : "--model-type " + type;
     const auto& architecture = models::model_family(type).megatron_architecture();
-    if (given.empty()) return {type, "--model-type", {}};
+    const std::string reason = folder_type ? "--init-from-hf-path" : "--model-type";
+    if (given.empty()) return {type, reason, {}};
     if (architecture.empty()) {
-      throw std::invalid_argument("--model-type " + type + " does not read Megatron's architecture flags (" + describe(given) + ")");
+      throw std::invalid_argument(named + " does not read Megatron's architecture flags (" + describe(given) + ")");
     }
     const auto wrong = disagreements(given, architecture);
-    if (!wrong.empty()) {
-      throw std::invalid_argument("--model-type " + type + " computes " + describe(architecture) + ", not " + join(wrong));
-    }
-    return {type, "--model-type", {}};
+    if (!wrong.empty()) throw std::invalid_argument(named + " computes " + describe(architecture) + ", not " + join(wrong));
+    return {type, reason, {}};
   }
   const std::string reason = "the family Megatron's architecture flags describe (" +
                              (given.empty() ? std::string("none given: Megatron's defaults") : describe(given)) +

@@ -117,10 +117,6 @@ const RefusedFlag kRefused[] = {
     {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp has no tensor parallelism"},
     {"enable-high-availability", "MindSpeed's high-availability feature; megacpp's fault handling is docs/failures.md"},
     // MindSpeed-LLM's fine-tuning and model flags.
-    {"model-id", "MindSpeed-LLM's model registry; megacpp builds the family --model-type names (gpt, llama, llava), "
-                 "or the one Megatron's architecture flags describe"},
-    {"init-from-hf-path", "megacpp reads a Hugging Face folder with megacpp-convert import --input DIR --save CKPT, "
-                          "then trains from it with --load CKPT and the model flags import prints"},
     {"handler-name", "MindSpeed-LLM's dataset handlers; megacpp trains on the token datasets megacpp-preprocess "
                      "writes (--data-path)"},
     {"loss-compute-mode", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once "

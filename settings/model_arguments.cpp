@@ -87,17 +87,19 @@ std::vector<std::string> model_flag_names() {
 
 std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts::ParseResult& parsed,
                                                                    const std::string& model_type,
-                                                                   const models::ModelContext& context) {
+                                                                   const models::ModelContext& context,
+                                                                   const std::map<std::string, std::string>& fallback) {
   const models::ModelFamily& family = models::model_family(model_type);
   std::map<std::string, std::string> values;
   std::set<std::string> given_flags;
   for (const auto& flag : family.flags()) {
     const bool given = parsed.count(flag.name) > 0;
-    if (given) given_flags.insert(flag.name);
-    if (flag.is_switch) {
-      values[flag.name] = given && parsed[flag.name].as<bool>() ? "true" : "false";
+    const auto instead = fallback.find(flag.name);
+    if (given || instead != fallback.end()) given_flags.insert(flag.name);
+    if (given) {
+      values[flag.name] = !flag.is_switch ? parsed[flag.name].as<std::string>() : parsed[flag.name].as<bool>() ? "true" : "false";
     } else {
-      values[flag.name] = given ? parsed[flag.name].as<std::string>() : flag.default_value;
+      values[flag.name] = instead != fallback.end() ? instead->second : flag.is_switch ? "false" : flag.default_value;
     }
   }
   std::vector<std::string> foreign;

@@ -2,6 +2,7 @@
 // declares (Note [Model families]), and the libraries (--model-library) that add families.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,11 +23,13 @@ void add_model_flags(cxxopts::Options& options);
 // The names (without "--") of the flags add_model_flags adds.
 std::vector<std::string> model_flag_names();
 
-// The config the family `model_type` builds from the parsed flags. Throws
-// std::invalid_argument naming every given model flag that family does not read, or the flag
-// whose value is wrong.
+// The config the family `model_type` builds from the parsed flags; a flag not given takes its
+// value from `fallback` (flag name -> value, "true" for a switch) when there, else its default.
+// Throws std::invalid_argument naming every given model flag that family does not read, or the
+// flag whose value is wrong.
 std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts::ParseResult& parsed,
                                                                    const std::string& model_type,
-                                                                   const models::ModelContext& context);
+                                                                   const models::ModelContext& context,
+                                                                   const std::map<std::string, std::string>& fallback = {});
 
 }  // namespace megacpp::settings

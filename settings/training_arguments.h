@@ -118,6 +118,9 @@ struct TrainingArguments {
   std::string save;
   int64_t save_interval = 0;  // 0: only at the end of training
   std::string load;
+  // --init-from-hf-path (MindSpeed-LLM's): a Hugging Face folder whose config.json is the model
+  // and whose weights start it when --load holds no checkpoint (Note [Hugging Face folders]).
+  std::string init_from_hf_path;
   std::string lora_load;  // --lora-load: the adapters' checkpoint root (--load then gives the base)
   bool lora_save_base = false;  // --lora-save-base: --save writes the frozen base weights too
   int64_t ckpt_step = -1;     // -1: the latest

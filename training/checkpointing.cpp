@@ -14,6 +14,7 @@
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
 #include "training/checkpoint_slots.h"
+#include "training/hf_initialization.h"
 #include "training/lr_schedule.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
@@ -226,7 +227,8 @@ std::optional<checkpoint::CheckpointReader> TrainingCheckpointer::open(const std
   if (args_.ckpt_step >= 0 && resumes_from_here) step = args_.ckpt_step;
   auto reader = checkpoint::CheckpointReader::open(root, step, flag);
   if (reader) return reader;
-  if (args_.no_initialization || args_.exit_on_missing_checkpoint) {
+  const bool weights_from_folder = flag == "--load" && !args_.init_from_hf_path.empty();
+  if ((args_.no_initialization && !weights_from_folder) || args_.exit_on_missing_checkpoint) {
     throw std::runtime_error(flag + " " + root + " has no checkpoint (no " + io::checkpoint::tracker_path(root) + ") and " +
                              (args_.no_initialization ? "--no-initialization leaves the weights uninitialized"
                                                       : "--exit-on-missing-checkpoint is given"));
@@ -254,15 +256,20 @@ bool holds_weights(const checkpoint::CheckpointReader& reader, const std::vector
 }  // namespace
 
 TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
-  if (args_.load.empty() && args_.lora_load.empty()) return {};
+  const bool from_folder = !args_.init_from_hf_path.empty();
+  if (args_.load.empty() && args_.lora_load.empty() && !from_folder) return {};
   const auto slots = param_slots(model, optimizer, mesh_, runtime_.rank());
   const bool lora = args_.lora.rank > 0;
   std::vector<ParamSlot> base, adapters;
   for (const auto& slot : slots) (slot.adapter ? adapters : base).push_back(slot);
   std::optional<checkpoint::CheckpointReader> base_reader;
   if (!args_.load.empty()) {
-    base_reader = open(args_.load, "--load", lora ? "the base model is the one --seed initializes" : "training from scratch");
+    base_reader = open(args_.load, "--load",
+                       from_folder ? "the model starts from --init-from-hf-path " + args_.init_from_hf_path
+                       : lora      ? "the base model is the one --seed initializes"
+                                   : "training from scratch");
   }
+  if (!base_reader && from_folder) load_hf_folder(args_.init_from_hf_path, *args_.model, base);
   if (base_reader) {
     check_model_fits(args_, *base_reader, slots);
     const bool has_adapters = lora && holds_adapters(*base_reader, adapters);
@@ -288,7 +295,7 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   auto reader = open(args_.lora_load, "--lora-load", "the adapters start fresh");
   if (reader && args_.load.empty() && holds_weights(*reader, base)) {
     load_base(*reader, base);  // saved with --lora-save-base
-  } else if (args_.load.empty()) {
+  } else if (args_.load.empty() && !from_folder) {
     spdlog::warn("--lora-load without --load: the base model is the one --seed initializes; give the base model's checkpoint "
                  "with --load if the adapters were trained on another");
   }

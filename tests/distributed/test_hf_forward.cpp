@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "models/llama/llama_hf.h"
@@ -28,35 +27,12 @@ using models::LlamaConfig;
 
 models::LlamaConfig tiny(bool tied, bool qwen3) { return testing::tiny_llama(tied, qwen3); }
 
-// Seeded init, then every norm weight (q_norm, k_norm included) drawn away from 1 and every
-// bias (Qwen2's q/k/v) away from 0, so that a misplaced one shows. The same full values on every
-// rank, sharded or not.
+// Seeded init, then norms and biases drawn (testing::draw_norms_and_biases) so that a misplaced
+// one shows. The same full values on every rank, sharded or not.
 std::shared_ptr<models::LlamaModel> initialize(std::shared_ptr<models::LlamaModel> model) {
   model->init_weights(0.2, 7);
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
-  for (auto& item : model->named_parameters()) {
-    const bool norm = item.key().find("norm") != std::string::npos;
-    if (!norm && item.key().find(".bias") == std::string::npos) continue;
-    at::Tensor full = torch::empty(parallel::fsdp::full_shape(item.value()), torch::kFloat);
-    parallel::fsdp::copy_full_into_parameter(item.value(), norm ? full.uniform_(0.5, 1.5, generator)
-                                                                 : full.uniform_(-0.5, 0.5, generator));
-  }
+  testing::draw_norms_and_biases(*model, 11);
   return model;
-}
-
-// config.json + safetensors (fp32, HF names); several shards + index when max_shard_bytes is small.
-void write_hf_folder(const std::string& dir, const LlamaConfig& config,
-                     const std::map<std::string, at::Tensor>& full_params, uint64_t max_shard_bytes) {
-  std::ofstream(dir + "/config.json") << models::llama_hf_config(config, "float32").dump(2) << "\n";
-  std::vector<std::pair<std::string, io::serialization::TensorView>> views;
-  for (auto& [fqn, tensor] : full_params) {
-    const at::Tensor& t = tensor;  // gathered/plain fp32, contiguous, alive in full_params
-    EXPECT_TRUE(t.is_contiguous() && t.scalar_type() == torch::kFloat) << fqn;
-    views.push_back({models::llama_hf_name(fqn),
-                     io::serialization::TensorView{"F32", t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
-                                            static_cast<std::size_t>(t.nbytes())}});
-  }
-  io::serialization::save_safetensors_sharded(dir, views, max_shard_bytes);
 }
 
 void expect_matches_reference(const std::string& what, const std::string& dir, const LlamaConfig& config,
@@ -71,7 +47,7 @@ void check_unsharded(const std::string& what, const LlamaConfig& config) {
   auto model = initialize(std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat)));
   at::Tensor logits = (*model)(testing::token_ids(testing::reference_tokens())).detach();
   const std::string dir = testing::scratch_dir();
-  write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(*model), 1ull << 30);
+  testing::write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(*model), 1ull << 30);
   EXPECT_TRUE(std::ifstream(dir + "/model.safetensors").good());
   expect_matches_reference(what, dir, config, logits);
 }
@@ -100,7 +76,7 @@ TEST(HfForward, ShardedQwen3ExportsGatheredWeights) {
     at::Tensor logits = (*model)(testing::token_ids(testing::reference_tokens())).detach();
     if (rt.rank() != 0) return;
     const std::string dir = testing::scratch_dir();
-    write_hf_folder(dir, config, full, 20000);  // ~60 KB of weights: several shards + index
+    testing::write_hf_folder(dir, config, full, 20000);  // ~60 KB of weights: several shards + index
     EXPECT_TRUE(std::ifstream(dir + "/" + io::serialization::kSafetensorsIndexName).good());
     expect_matches_reference("qwen3 sharded on 2 ranks", dir, config, logits);
   });

@@ -4,13 +4,17 @@
 
 #include <fstream>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/lora_export.h"
+#include "checkpoint/tensor_convert.h"
+#include "io/serialization/safetensors.h"
 #include "models/lora.h"
 #include "models/registry.h"
+#include "parallel/fsdp/fully_shard.h"
 #include "tests/support/command.h"
 
 namespace megacpp::testing {
@@ -34,6 +38,31 @@ at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std:
   at::Tensor logits = torch::zeros({static_cast<int64_t>(tokens.size()), seq, vocab}, torch::kFloat);
   std::ifstream(out, std::ios::binary).read(static_cast<char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
   return logits;
+}
+
+void draw_norms_and_biases(torch::nn::Module& model, uint64_t seed) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& item : model.named_parameters()) {
+    const bool norm = item.key().find("norm") != std::string::npos;
+    if (!norm && item.key().find(".bias") == std::string::npos) continue;
+    at::Tensor full = torch::empty(parallel::fsdp::full_shape(item.value()), torch::kFloat);
+    parallel::fsdp::copy_full_into_parameter(item.value(), norm ? full.uniform_(0.5, 1.5, generator) : full.uniform_(-0.5, 0.5, generator));
+  }
+}
+
+void write_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::map<std::string, at::Tensor>& full_params,
+                     uint64_t max_shard_bytes) {
+  const models::ModelFamily& family = models::model_family(config.model_type());
+  std::ofstream(dir + "/config.json") << family.to_hf_config(config, "float32").dump(2) << "\n";
+  std::vector<std::pair<std::string, at::Tensor>> stored;  // kept alive while writing
+  for (auto& [fqn, tensor] : full_params) {
+    const models::HfTensorName hf = family.to_hf_tensor(config, fqn);
+    at::Tensor t = tensor.to(torch::kFloat) + hf.offset;
+    stored.emplace_back(hf.name, (hf.transposed ? t.t() : t).contiguous());
+  }
+  std::vector<std::pair<std::string, io::serialization::TensorView>> views;
+  for (auto& [name, t] : stored) views.emplace_back(name, checkpoint::safetensors_view(t));
+  io::serialization::save_safetensors_sharded(dir, views, max_shard_bytes);
 }
 
 at::Tensor token_ids(const std::vector<std::vector<int64_t>>& tokens) {

@@ -2,12 +2,19 @@
 // NumPy, transformers' Llama / Qwen3 math), for comparing logits with megacpp's.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "models/language_model.h"
+#include "models/model_family.h"
+
+namespace torch::nn {
+class Module;
+}
 
 namespace megacpp::testing {
 
@@ -19,6 +26,17 @@ namespace megacpp::testing {
 at::Tensor hf_reference_logits(const std::string& hf_dir, const std::vector<std::vector<int64_t>>& tokens, int64_t vocab,
                                const std::string& script = "hf_forward.py", double* load_balancing_loss = nullptr,
                                const std::string& peft_dir = "");
+
+// Draws every norm weight (q_norm, k_norm included) from U(0.5, 1.5) and every bias from
+// U(-0.5, 0.5) with generator seed `seed`, where initialization gives 1 and 0: a misplaced norm
+// or bias then shows in the logits. The same full values on every rank, sharded or not.
+void draw_norms_and_biases(torch::nn::Module& model, uint64_t seed);
+
+// Writes the Hugging Face folder of a model of `config` with the full fp32 parameters
+// `full_params` (megacpp names): config.json and safetensors under the family's names, several
+// shards and an index when they pass `max_shard_bytes`.
+void write_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::map<std::string, at::Tensor>& full_params,
+                     uint64_t max_shard_bytes);
 
 // Two sequences of 12 token ids below 50, for comparing logits.
 const std::vector<std::vector<int64_t>>& reference_tokens();

@@ -1,0 +1,23 @@
+#include "training/hf_initialization.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "checkpoint/hf_folder.h"
+#include "models/registry.h"
+#include "training/checkpoint_slots.h"
+
+namespace megacpp::training {
+
+void load_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::vector<ParamSlot>& slots) {
+  const checkpoint::HfFolderWeights weights(dir, models::model_family(config.model_type()), config);
+  for (const auto& slot : slots) weights.check(slot.fqn, slot.global_shape);
+  spdlog::info("loading the weights of {} (--init-from-hf-path), {} tensors", dir, slots.size());
+  torch::NoGradGuard no_grad;
+  for (const auto& slot : slots) {
+    if (slot.tensor.numel() == 0) continue;  // a rank past the end of a small parameter
+    slot.tensor.copy_(weights.block(slot.fqn, slot.global_shape, slot.offsets, slot.tensor.sizes().vec()));
+  }
+}
+
+}  // namespace megacpp::training
