@@ -14,6 +14,7 @@ PACKAGES=(
   dataset-fashion-mnist  # real images for the vision-language demo (scripts/vl_demo.sh)
   libgtest-dev googletest
   python3 python3-numpy
+  python3-jinja2  # jinja2 as transformers renders chat templates: the reference of tests/io/test_jinja.cpp
   python3-torch  # a real torchrun (/usr/bin/python3 -m torch.distributed.run) for the launch end-to-end tests
   fortunes  # the quickstart's English text (/usr/share/games/fortunes)
 )
