@@ -1,6 +1,7 @@
 // What the trainer needs of a model: token ids in, logits out, shardable and initializable.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightI
   // backward (loss scale / micro-batches), so that they are scaled alike.
   virtual std::vector<AuxiliaryLoss> auxiliary_losses() const { return {}; }
   virtual void set_auxiliary_loss_scale(double /*backward_scale*/) {}
+
+  // Megatron's names of this model's Linear layers, as MindSpeed-LLM's --lora-target-modules
+  // writes them, and the modules (names or dotted path suffixes, PEFT's rule) each stands for:
+  // linear_qkv -> self_attn.q_proj, self_attn.k_proj, self_attn.v_proj. Empty: no such names.
+  virtual std::map<std::string, std::vector<std::string>> megatron_module_names() const { return {}; }
 };
 
 }  // namespace megacpp::models

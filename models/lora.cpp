@@ -23,6 +23,29 @@ std::string last_segment(const std::string& path) {
   return dot == std::string::npos ? path : path.substr(dot + 1);
 }
 
+// The targets with Megatron's names (LanguageModel::megatron_module_names) replaced by the
+// modules they stand for, each said once in the log.
+std::vector<std::string> targets_of(const LanguageModel& model, const std::vector<std::string>& targets) {
+  const auto megatron = model.megatron_module_names();
+  std::vector<std::string> out;
+  for (const std::string& target : targets) {
+    const auto it = megatron.find(target);
+    if (it == megatron.end()) {
+      out.push_back(target);
+      continue;
+    }
+    spdlog::info("lora: {} (Megatron's name) adapts {}", target, fmt::join(it->second, ", "));
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
+
+std::string megatron_names_text(const LanguageModel& model) {
+  std::string text;
+  for (const auto& [name, modules] : model.megatron_module_names()) text += ", " + name;
+  return text.empty() ? text : text + " (Megatron's names)";
+}
+
 }  // namespace
 
 bool is_lora_parameter(const std::string& name) {
@@ -75,7 +98,7 @@ std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s)
     }
   }
   std::vector<std::string> adapted;
-  for (const std::string& target : s.target_modules) {
+  for (const std::string& target : targets_of(model, s.target_modules)) {
     bool found = false;
     for (auto& [path, linear] : linears) {
       const bool named = target == "all-linear" ? path != output : names(target, path);
@@ -93,13 +116,9 @@ std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s)
                                     "', which is not a Linear layer; LoRA adapts Linear layers only");
       }
     }
-    const bool megatron = target == "linear_qkv" || target == "linear_proj" || target == "linear_fc1" || target == "linear_fc2";
     throw std::invalid_argument("--lora-target-modules: '" + target + "' matches no Linear layer of the model (its Linear "
-                                "layers: " + fmt::format("{}", fmt::join(linear_names, ", ")) + ", or all-linear)" +
-                                (megatron ? "; '" + target + "' is Megatron's module name: name the Hugging Face modules it "
-                                            "holds (linear_qkv: q_proj,k_proj,v_proj; linear_proj: o_proj; linear_fc1: "
-                                            "gate_proj,up_proj; linear_fc2: down_proj)"
-                                          : std::string()));
+                                "layers: " + fmt::format("{}", fmt::join(linear_names, ", ")) + ", or all-linear" +
+                                megatron_names_text(model) + ")");
   }
   int64_t trainable = 0, frozen = 0;
   for (auto& item : model.named_parameters(/*recurse=*/true)) {

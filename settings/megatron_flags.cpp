@@ -26,7 +26,10 @@ const CompatibleFlag kCompatible[] = {
      "the llama family computes Qwen3's layer (its QK norm with --qk-layernorm, as MindSpeed's scripts give it)", nullptr},
     {"expert-model-parallel-size", "1", "megacpp has no expert parallelism", nullptr},
     {"moe-grouped-gemm", nullptr, "megacpp groups each expert's tokens and runs each expert once over them", nullptr},
-    {"moe-token-dispatcher-type", "allgather|alltoall", "without expert parallelism every rank holds every expert", nullptr},
+    {"moe-token-dispatcher-type", "allgather|alltoall|alltoall_seq", "without expert parallelism every rank holds every expert",
+     nullptr},
+    {"moe-permutation-async-comm", nullptr, "MindSpeed's overlap of the expert-parallel token exchange; megacpp has no expert "
+     "parallelism, so no exchange", nullptr},
     {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
     {"distributed-backend", "nccl|gloo", "megacpp uses NCCL on GPUs and Gloo on CPUs", nullptr},
     {"use-distributed-optimizer", nullptr, "FSDP2 shards the optimizer state; without --use-torch-fsdp2 it turns FSDP2 on",
@@ -34,6 +37,7 @@ const CompatibleFlag kCompatible[] = {
      "FSDP2 users to leave it off); given without --use-torch-fsdp2 it turns FSDP2 on, which shards the parameters and "
      "gradients too: the same updates"},
     {"no-masked-softmax-fusion", nullptr, "megacpp has no fused masked softmax", nullptr},
+    {"lora-fusion", nullptr, "MindSpeed-LLM's fused LoRA kernel changes only the speed; libtorch computes the adapters", nullptr},
     {"no-gradient-accumulation-fusion", nullptr, "megacpp has no fused gradient accumulation", nullptr},
     {"no-bias-swiglu-fusion", nullptr, "megacpp has no fused bias-SwiGLU", nullptr},
     {"no-bias-dropout-fusion", nullptr, "megacpp has no fused bias-dropout", nullptr},
@@ -79,7 +83,8 @@ struct RefusedFlag {
 const RefusedFlag kRefused[] = {
     {"fp8*", "megacpp has no fp8 (it needs Transformer Engine); use --bf16"},
     {"moe-*", "megacpp's mixture of experts reads --num-experts, --moe-router-topk, --moe-ffn-hidden-size, "
-              "--moe-layer-freq, --moe-router-pre-softmax and --moe-aux-loss-coeff only"},
+              "--moe-layer-freq, --first-k-dense-replace, --moe-router-pre-softmax, --moe-aux-loss-coeff and "
+              "--moe-router-load-balancing-type only"},
     {"use-legacy-models", "megacpp has only its own models (--use-mcore-models)"},
     {"wandb-*", "megacpp logs to TensorBoard only (--tensorboard-dir)"},
     {"virtual-pipeline-model-parallel-size", "megacpp has no pipeline parallelism"},
@@ -131,8 +136,6 @@ const RefusedFlag kRefused[] = {
     {"variable-seq-lengths", "megacpp's batches are --seq-length tokens per sample (packed token data)"},
     {"padded-samples", "megacpp's samples are packed token sequences (Megatron's GPT dataset), not padded instruction "
                        "samples"},
-    {"lora-fusion", "MindSpeed-LLM's fused LoRA kernel; megacpp runs the adapters with libtorch (leave it out: the "
-                    "same result)"},
     {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
                              "(Megatron's default)"},
     {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "

@@ -47,6 +47,10 @@ class GptModel : public LanguageModel {
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
   // Hugging Face's class name of each block, for wrap_policy.transformer_layer_cls_to_wrap.
   std::vector<std::pair<std::string, std::string>> module_classes() const override { return {{"GPT2Block", "h.{*}"}}; }
+  // Megatron's layers are GPT-2's (attn.c_proj and mlp.c_proj share a last name).
+  std::map<std::string, std::vector<std::string>> megatron_module_names() const override {
+    return {{"linear_qkv", {"attn.c_attn"}}, {"linear_proj", {"attn.c_proj"}}, {"linear_fc1", {"mlp.c_fc"}}, {"linear_fc2", {"mlp.c_proj"}}};
+  }
   std::string input_embeddings_path() const override { return "wte"; }
   std::string ulysses_refusal() const override {
     return "gpt's learned position embeddings (wpe) are read by each token's place in the whole sequence, and its "

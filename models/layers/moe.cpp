@@ -42,7 +42,7 @@ at::Tensor SparseMoeBlock::forward(const at::Tensor& hidden) {
     out.index_add_(0, token.narrow(0, start, n), y);
     start += n;
   }
-  if (balance_) out = balance_->attach(layer_, probs, chosen, out);
+  if (balance_) out = balance_->attach(layer_, probs, chosen, out, hidden.dim() == 3 ? hidden.size(0) : 1);
   return out.view(hidden.sizes());
 }
 

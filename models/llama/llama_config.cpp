@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "megacpp/errors.h"
+#include "models/layers/load_balancing_loss.h"
 
 namespace megacpp::models {
 
@@ -32,6 +33,12 @@ void LlamaConfig::validate() const {
           "--moe-router-topk (" + std::to_string(moe_router_topk) + ") must be in [1, --num-experts (" +
               std::to_string(num_experts) + ")]");
   require(moe_aux_loss_coeff >= 0.0, "--moe-aux-loss-coeff must be >= 0");
+  if (moe_load_balancing_type == "none") {
+    require(moe_aux_loss_coeff == 0.0, "--moe-aux-loss-coeff " + std::to_string(moe_aux_loss_coeff) +
+                                           " scales no loss with --moe-router-load-balancing-type none");
+  } else {
+    balancing_loss_named(moe_load_balancing_type);  // throws naming the flag
+  }
   require(moe_ffn_hidden_size >= 0, "--moe-ffn-hidden-size must be >= 0 (0: --ffn-hidden-size)");
   require(moe_layer_pattern.empty() || static_cast<int64_t>(moe_layer_pattern.size()) == num_layers,
           "--moe-layer-freq: the list has " + std::to_string(moe_layer_pattern.size()) + " entries for " +
@@ -119,6 +126,7 @@ nlohmann::json LlamaConfig::to_args() const {
   args["moe_layer_freq"] = moe_layer_freq();
   args["moe_router_pre_softmax"] = !moe_norm_topk_prob;
   args["moe_aux_loss_coeff"] = moe_aux_loss_coeff;
+  args["moe_router_load_balancing_type"] = moe_load_balancing_type;
   return args;
 }
 
@@ -135,6 +143,7 @@ std::string LlamaConfig::to_flags() const {
           << moe_ffn() << " --moe-layer-freq " << moe_layer_freq()
           << (moe_norm_topk_prob ? "" : " --moe-router-pre-softmax");
     if (moe_aux_loss_coeff != 0.0) flags << " --moe-aux-loss-coeff " << moe_aux_loss_coeff;
+    if (moe_load_balancing_type != "aux_loss") flags << " --moe-router-load-balancing-type " << moe_load_balancing_type;
   }
   return flags.str();
 }

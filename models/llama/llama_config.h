@@ -31,6 +31,9 @@ struct LlamaConfig : ModelConfig {
   std::vector<int> moe_layer_pattern;     // --moe-layer-freq: 1 = MoE layer, 0 = dense; empty: all MoE
   bool moe_norm_topk_prob = true;         // false with --moe-router-pre-softmax
   double moe_aux_loss_coeff = 0.0;        // --moe-aux-loss-coeff: load-balancing loss coefficient
+  // --moe-router-load-balancing-type: aux_loss, seq_aux_loss, transformers or none (Note
+  // [Load-balancing loss]); a Hugging Face folder's model trains with transformers'.
+  std::string moe_load_balancing_type = "aux_loss";
 
   int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
@@ -58,15 +61,15 @@ struct LlamaConfig : ModelConfig {
   // kv_channels, qk_layernorm, add_qkv_bias, max_position_embeddings, rotary_base, norm_epsilon,
   // padded_vocab_size, untie_embeddings_and_output_weights, apply_layernorm_1p, and with experts
   // num_experts, moe_router_topk, moe_ffn_hidden_size, moe_layer_freq ("[1,0,...]"),
-  // moe_router_pre_softmax, moe_aux_loss_coeff.
+  // moe_router_pre_softmax, moe_aux_loss_coeff, moe_router_load_balancing_type.
   nlohmann::json to_args() const override;
   nlohmann::json dense_args() const;  // to_args without the MoE fields
   std::string to_flags() const override;
   // RoPE has no position table: --max-position-embeddings (by default the sequence length)
   // changes no weight, so a checkpoint may be resumed with another one; nor does the
-  // load-balancing loss coefficient, a training choice.
+  // load-balancing loss, a training choice.
   bool checkpoint_must_match(const std::string& field) const override {
-    return field != "max_position_embeddings" && field != "moe_aux_loss_coeff";
+    return field != "max_position_embeddings" && field != "moe_aux_loss_coeff" && field != "moe_router_load_balancing_type";
   }
 };
 

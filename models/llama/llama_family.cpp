@@ -22,6 +22,9 @@ void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
   const int64_t first_dense = flags.integer("first-k-dense-replace");
   if (c.num_experts == 0) {
     if (flags.number("moe-aux-loss-coeff") != 0.0) throw std::invalid_argument("--moe-aux-loss-coeff needs --num-experts > 0");
+    if (flags.given("moe-router-load-balancing-type")) {
+      throw std::invalid_argument("--moe-router-load-balancing-type needs --num-experts > 0");
+    }
     if (first_dense > 0) throw std::invalid_argument("--first-k-dense-replace needs --num-experts > 0 (every layer is dense)");
     return;
   }
@@ -35,6 +38,7 @@ void read_moe_flags(const ModelFlagValues& flags, LlamaConfig& c) {
   for (int64_t layer = 0; layer < first_dense; ++layer) c.moe_layer_pattern[static_cast<size_t>(layer)] = 0;
   c.moe_norm_topk_prob = !flags.enabled("moe-router-pre-softmax");
   c.moe_aux_loss_coeff = flags.number("moe-aux-loss-coeff");
+  c.moe_load_balancing_type = flags.text("moe-router-load-balancing-type");
 }
 
 // The MoE fields of a checkpoint's args (absent: a dense model).
@@ -51,6 +55,13 @@ void read_moe_args(const ConfigKeys& keys, LlamaConfig& c) {
                                              c.num_layers);
   c.moe_norm_topk_prob = !keys.flag("moe_router_pre_softmax", false);
   c.moe_aux_loss_coeff = keys.number("moe_aux_loss_coeff", 0.0);
+  // Absent before megacpp had it, when it computed transformers' loss.
+  if (const nlohmann::json* type = keys.get("moe_router_load_balancing_type")) {
+    if (!type->is_string()) keys.fail("moe_router_load_balancing_type", "expected a string, got " + type->dump());
+    c.moe_load_balancing_type = type->get<std::string>();
+  } else {
+    c.moe_load_balancing_type = "transformers";
+  }
 }
 
 }  // namespace
@@ -80,7 +91,9 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
        "0"},
       {"moe-router-pre-softmax", "top-k of the softmax over all experts, not renormalized (default: renormalized)", "",
        true},
-      {"moe-aux-loss-coeff", "load-balancing loss coefficient (transformers' Qwen3-MoE loss; 0: logged only)", "0"},
+      {"moe-aux-loss-coeff", "load-balancing loss coefficient (0: logged only)", "0"},
+      {"moe-router-load-balancing-type", "the load-balancing loss: aux_loss (Megatron's, per layer), seq_aux_loss (per "
+       "sequence), transformers (transformers' over all layers) or none", "aux_loss"},
   };
 }
 

@@ -73,9 +73,10 @@ void add_moe_keys(const LlamaConfig& c, json& j) {
   j["norm_topk_prob"] = c.moe_norm_topk_prob;
   j["decoder_sparse_step"] = 1;
   j["mlp_only_layers"] = dense;
-  // transformers adds the load-balancing loss to the loss only with output_router_logits.
+  // transformers adds the load-balancing loss (its own form) to the loss only with
+  // output_router_logits; Megatron's forms have no key.
   j["router_aux_loss_coef"] = c.moe_aux_loss_coeff;
-  j["output_router_logits"] = c.moe_aux_loss_coeff > 0.0;
+  j["output_router_logits"] = c.moe_aux_loss_coeff > 0.0 && c.moe_load_balancing_type == "transformers";
 }
 
 void read_moe_keys(const ConfigKeys& keys, LlamaConfig& c) {
@@ -85,6 +86,7 @@ void read_moe_keys(const ConfigKeys& keys, LlamaConfig& c) {
   c.moe_norm_topk_prob = keys.flag("norm_topk_prob", false);
   // transformers trains with the load-balancing loss only when output_router_logits is set.
   c.moe_aux_loss_coeff = keys.flag("output_router_logits", false) ? keys.number("router_aux_loss_coef", 0.001) : 0.0;
+  c.moe_load_balancing_type = "transformers";
   const int64_t step = keys.positive("decoder_sparse_step", 1);
   std::vector<int64_t> dense;
   if (const json* only = keys.get("mlp_only_layers")) {

@@ -35,7 +35,11 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
   config_.validate();
   embed_tokens_ = register_module("embed_tokens", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, options));
   const int64_t moe_layers = config.moe_layer_index(config.num_layers);
-  if (moe_layers > 0) balance_ = std::make_shared<LoadBalancingLoss>(config.num_experts, moe_layers, config.moe_aux_loss_coeff);
+  if (moe_layers > 0 && config.moe_load_balancing_type != "none") {
+    balance_ = std::make_shared<LoadBalancingLoss>(BalancingLossShape{balancing_loss_named(config.moe_load_balancing_type),
+                                                                      config.num_experts, config.moe_router_topk, moe_layers,
+                                                                      config.num_layers, config.moe_aux_loss_coeff});
+  }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) {
     layers_->push_back(std::make_shared<LlamaDecoderLayer>(config, i, options, balance_));

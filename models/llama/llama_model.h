@@ -58,6 +58,13 @@ class LlamaModel : public LanguageModel {
                                                 : "LlamaDecoderLayer";
     return {{layer, "layers.{*}"}};
   }
+  // Megatron's fused layers, as the Hugging Face modules they hold (an expert's MLP too).
+  std::map<std::string, std::vector<std::string>> megatron_module_names() const override {
+    return {{"linear_qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+            {"linear_proj", {"self_attn.o_proj"}},
+            {"linear_fc1", {"gate_proj", "up_proj"}},
+            {"linear_fc2", {"down_proj"}}};
+  }
   std::string input_embeddings_path() const override { return "embed_tokens"; }
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }
   // Token-wise but for attention, with rotary positions: runs on slices of each sequence.
@@ -78,7 +85,7 @@ class LlamaModel : public LanguageModel {
 
  private:
   LlamaConfig config_;
-  std::shared_ptr<LoadBalancingLoss> balance_;  // null without experts
+  std::shared_ptr<LoadBalancingLoss> balance_;  // null without experts, or with --moe-router-load-balancing-type none
   std::shared_ptr<Embedding> embed_tokens_;
   torch::nn::ModuleList layers_;
   std::shared_ptr<RMSNorm> norm_;

@@ -65,6 +65,20 @@ TEST(Lora, SameLossesOnEveryLayoutOnlyAdaptersTrain) {
   for (const auto& line : four.memory) EXPECT_LE(line.optimizer_state, 2 * adapters_mb / 4 + 1e-3) << "a quarter each";
 }
 
+// MindSpeed-LLM's scripts name Megatron's fused layers: the same adapters as the Hugging Face
+// modules they hold (each module its own A and B; Megatron's fused linear_qkv shares one A).
+TEST(Lora, MegatronModuleNamesAdaptTheModulesTheyHold) {
+  const std::string base = testing::kLoraTestModel + "--lr 1e-2 --lora-rank 4 --lora-alpha 8 --lora-target-modules ";
+  const TrainRun megatron = train(1, base + "linear_qkv linear_proj linear_fc1 linear_fc2");
+  expect_trained(megatron, 10);
+  for (const char* line : {"lora: linear_qkv (Megatron's name) adapts self_attn.q_proj, self_attn.k_proj, self_attn.v_proj",
+                           "lora: linear_fc1 (Megatron's name) adapts gate_proj, up_proj", "on 14 Linear layer(s)"}) {
+    EXPECT_NE(megatron.result.output.find(line), std::string::npos) << line << "\n" << megatron.result.output;
+  }
+  testing::expect_same_losses(train(1, base + "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"), megatron,
+                              "Megatron's names", 0.0);
+}
+
 TEST(Lora, MixtureOfExpertsAdaptersOnEveryExpert) {
   const std::string moe = testing::kLoraTestModel + "--lr 1e-2 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 "
                                    "--moe-aux-loss-coeff 0.01 --lora-rank 2 --lora-target-modules q_proj gate_proj";
@@ -83,13 +97,12 @@ TEST(Lora, RefusesWhatItCannotAdaptByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --lora-rank 4 --lora-target-modules nope",
        "--lora-target-modules: 'nope' matches no Linear layer of the model (its Linear layers: down_proj, gate_proj, k_proj, "
-       "lm_head, o_proj, q_proj, up_proj, v_proj, or all-linear)"},
+       "lm_head, o_proj, q_proj, up_proj, v_proj, or all-linear, linear_fc1, linear_fc2, linear_proj, linear_qkv (Megatron's "
+       "names))"},
       {" --lora-rank 4 --lora-target-modules mlp", "--lora-target-modules: 'mlp' names 'layers.0.mlp', which is not a Linear layer"},
       {" --lora-rank 4", "--lora-target-modules: name the modules to adapt"},
       {" --lora-target-modules q_proj", "--lora-target-modules needs --lora-rank > 0"},
       {" --lora-alpha 16", "--lora-alpha needs --lora-rank > 0"},
-      {" --lora-rank 4 --lora-target-modules linear_qkv linear_proj",
-       "'linear_qkv' is Megatron's module name: name the Hugging Face modules it holds (linear_qkv: q_proj,k_proj,v_proj;"},
       {" --lora-rank 4 --lora-dropout 1 --lora-target-modules q_proj", "--lora-dropout must be in [0, 1)"},
       {" --lora-rank 4 --lora-r 8 --lora-target-modules q_proj", "--lora-r and --lora-rank differ; give one"},
   };
