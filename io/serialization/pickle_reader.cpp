@@ -9,30 +9,11 @@
 #include <unordered_set>
 
 #include "io/serialization/pickle.h"
+#include "io/serialization/text_encoding.h"
 
 namespace megacpp::io::serialization {
 
 namespace {
-
-// Appends code point `cp` to `out` as UTF-8 (surrogates pass through, as Python's
-// "surrogatepass" error handler does).
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // The bytes b for which s == b.decode('latin1'), or nullopt when s has a code point > 255.
 std::optional<std::string> latin1_bytes(const std::string& s) {

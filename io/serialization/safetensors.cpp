@@ -18,6 +18,7 @@
 
 #include "megacpp/errors.h"
 #include "io/serialization/atomic_file.h"
+#include "io/serialization/text_encoding.h"
 
 namespace megacpp::io::serialization {
 namespace {
@@ -92,33 +93,6 @@ std::size_t find_invalid_utf8(const unsigned char* s, std::size_t n) {
 bool valid_utf8(const std::string& s) {
   return find_invalid_utf8(reinterpret_cast<const unsigned char*>(s.data()), s.size()) ==
          std::string::npos;
-}
-
-// A JSON string as serde_json writes it: escapes '"', '\\' and control characters only.
-void append_json_string(std::string& out, const std::string& s) {
-  static const char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
 }
 
 // Throws std::runtime_error("<where>: <what>") / ("<where>: tensor '<name>': <what>").

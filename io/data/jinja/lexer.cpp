@@ -4,28 +4,12 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "io/serialization/text_encoding.h"
+
 namespace megacpp::io::data::jinja {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-void append_utf8(std::string& out, uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -197,7 +181,7 @@ class Lexer {
         case 'x': case 'u': case 'U': {
           const size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
           if (pos_ + digits >= s_.size()) fail("truncated \\" + std::string(1, c) + " escape");
-          append_utf8(value, static_cast<uint32_t>(std::stoul(s_.substr(pos_ + 1, digits), nullptr, 16)));
+          serialization::append_utf8(value, static_cast<uint32_t>(std::stoul(s_.substr(pos_ + 1, digits), nullptr, 16)));
           pos_ += digits;
           break;
         }

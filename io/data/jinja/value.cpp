@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "io/serialization/text_encoding.h"
+
 namespace megacpp::io::data::jinja {
 namespace {
 
@@ -63,30 +65,6 @@ std::string number_str(const Value& v) {
   return float_repr(v.get<double>());
 }
 
-void json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 void json_value(std::string& out, const Value& v, int indent, int depth) {
   const auto newline = [&](int level) {
     if (indent >= 0) out += "\n" + std::string(static_cast<size_t>(indent * level), ' ');
@@ -104,7 +82,7 @@ void json_value(std::string& out, const Value& v, int indent, int depth) {
       first = false;
       newline(depth + 1);
       if (!array) {
-        json_string(out, it.key());
+        serialization::append_json_string(out, it.key());
         out += ": ";
       }
       json_value(out, *it, indent, depth + 1);
@@ -112,7 +90,7 @@ void json_value(std::string& out, const Value& v, int indent, int depth) {
     newline(depth);
     out += array ? ']' : '}';
   } else if (v.is_string()) {
-    json_string(out, v.get<std::string>());
+    serialization::append_json_string(out, v.get<std::string>());
   } else if (v.is_boolean()) {
     out += v.get<bool>() ? "true" : "false";
   } else if (v.is_number()) {
