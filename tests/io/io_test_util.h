@@ -22,6 +22,11 @@ using testing::kDebianPython;
 using testing::reference_script;
 using testing::run_command;
 
+// tests/reference/hf_tokenizers: the npm references (node_modules after npm ci: Hugging Face's
+// JavaScript tokenizers and Jinja, real tokenizer folders) and the scripts that run them.
+inline const std::filesystem::path kHfTokenizersDir =
+    std::filesystem::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "hf_tokenizers";
+
 class TempDir {
  public:
   TempDir() {

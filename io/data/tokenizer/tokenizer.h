@@ -20,6 +20,10 @@ class Tokenizer {
   // Callers append eod() themselves. HuggingFaceTokenizer, as Megatron's, also gives the ids of
   // special tokens written in the text and the ones its post-processor adds (a BOS).
   virtual std::vector<int64_t> tokenize(std::string_view text) const = 0;
+  // tokenize without the special tokens a post-processor adds around the text (transformers'
+  // add_special_tokens=False, how apply_chat_template tokenizes a rendered conversation, whose
+  // template writes them itself).
+  virtual std::vector<int64_t> tokenize_without_added_specials(std::string_view text) const { return tokenize(text); }
   // Inverse of tokenize: detokenize(tokenize(t)) == t byte for byte (NullTokenizer: up to
   // whitespace; HuggingFaceTokenizer: with the added special tokens' text). An id outside [0, vocab_size()) throws std::out_of_range naming it.
   virtual std::string detokenize(const std::vector<int64_t>& ids) const = 0;
