@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "io/data/chat_template.h"
 #include "io/data/image_pack.h"
+#include "io/data/instruction_data.h"
 #include "io/data/preprocess.h"
 
 namespace {
@@ -19,9 +21,12 @@ namespace {
 using megacpp::io::data::ImagePackOptions;
 using megacpp::io::data::PreprocessOptions;
 
-// What to do: tokenize text, or with --pack-images pack the images of image-text JSON lines.
+// What to do: tokenize text, with an instruction --handler-name tokenize conversations (Note
+// [Instruction data]), or with --pack-images pack the images of image-text JSON lines.
 struct Job {
   PreprocessOptions text;
+  bool instructions = false;
+  megacpp::io::data::InstructionOptions conversations;
   bool pack_images = false;
   ImagePackOptions images;
 };
@@ -43,6 +48,13 @@ cxxopts::Options make_options() {
       ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", text()->default_value(""))
       ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", text()->default_value(""))
       ("vocab-size", "NullTokenizer: ids are 0..N-1, eod is N", text()->default_value("0"));
+  o.add_options("instruction data (MindSpeed-LLM's)")
+      ("handler-name", "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler: conversations with a loss mask, "
+       "written as PREFIX_packed_{input_ids,labels,attention_mask}_document; GeneralPretrainHandler: text as without it",
+       text()->default_value("GeneralPretrainHandler"))
+      ("prompt-type", "the chat template: qwen, chatml, llama3 or empty (default: the tokenizer folder's)", text()->default_value(""))
+      ("map-keys", "the dataset's key names and role tags, a JSON object (e.g. '{\"prompt\":\"question\"}')", text()->default_value(""))
+      ("seq-length", "refuse conversations longer than this many tokens (0: any)", text()->default_value("0"));
   o.add_options("output data")
       ("output-prefix", "output path without suffix: writes PREFIX_<key>_document.bin/.idx (or .h5)", text())
       ("output-format", "mmap (Megatron .bin/.idx) | hdf5", text()->default_value("mmap"));
@@ -120,6 +132,36 @@ ImagePackOptions parse_image_pack(const cxxopts::ParseResult& r) {
   return o;
 }
 
+// An instruction --handler-name: the conversation flags; the text-only ones are refused by name.
+megacpp::io::data::InstructionOptions parse_instructions(const cxxopts::ParseResult& r, const std::string& handler) {
+  for (const char* flag : {"input-format", "document-separator", "json-keys", "append-eod", "output-format", "workers"}) {
+    if (r.count(flag)) throw std::invalid_argument("--" + std::string(flag) + " applies to text, not to --handler-name " + handler);
+  }
+  megacpp::io::data::InstructionOptions o;
+  if (r.count("input")) o.input = r["input"].as<std::string>();
+  if (r.count("output-prefix")) o.output_prefix = r["output-prefix"].as<std::string>();
+  if (o.input.empty() || o.output_prefix.empty()) throw std::invalid_argument("--handler-name " + handler + " needs --input and --output-prefix");
+  o.handler = handler;
+  o.prompt_type = r["prompt-type"].as<std::string>();
+  o.map_keys = r["map-keys"].as<std::string>();
+  o.seq_length = parse_int(r, "seq-length");
+  if (o.seq_length < 0) throw std::invalid_argument("--seq-length must be >= 0");
+  o.log_interval = parse_int(r, "log-interval");
+  if (o.log_interval < 1) throw std::invalid_argument("--log-interval must be >= 1");
+  o.tokenizer.type = r["tokenizer-type"].as<std::string>();
+  megacpp::io::data::set_tokenizer_model(o.tokenizer, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
+  o.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
+  o.tokenizer.merge_file = r["merge-file"].as<std::string>();
+  o.tokenizer.vocab_size = parse_int(r, "vocab-size");
+  if (o.prompt_type.empty() && o.tokenizer.tokenizer_model.empty()) {
+    throw std::invalid_argument("--handler-name " + handler + " needs a chat template: --prompt-type, or a tokenizer folder "
+                                "(--tokenizer-name-or-path) with one");
+  }
+  if (!o.prompt_type.empty()) megacpp::io::data::ChatTemplate::named(o.prompt_type);  // an unknown name is an argument error
+  megacpp::io::data::build_tokenizer(o.tokenizer);
+  return o;
+}
+
 Job parse(int argc, char** argv, bool* help) {
   auto options = make_options();
   const std::vector<std::string> args = fold_json_keys(argc, argv);
@@ -142,6 +184,19 @@ Job parse(int argc, char** argv, bool* help) {
   }
   for (const char* flag : {"img-h", "img-w", "num-channels"}) {
     if (r.count(flag)) throw std::invalid_argument("--" + std::string(flag) + " needs --pack-images");
+  }
+  const std::string handler = r["handler-name"].as<std::string>();
+  if (megacpp::io::data::is_instruction_handler(handler)) {
+    job.instructions = true;
+    job.conversations = parse_instructions(r, handler);
+    return job;
+  }
+  if (handler != "GeneralPretrainHandler") {
+    throw std::invalid_argument("--handler-name " + handler + ": megacpp-preprocess reads GeneralPretrainHandler (text), "
+                                "AlpacaStyleInstructionHandler and SharegptStyleInstructionHandler (conversations)");
+  }
+  for (const char* flag : {"prompt-type", "map-keys", "seq-length"}) {
+    if (r.count(flag)) throw std::invalid_argument("--" + std::string(flag) + " needs an instruction --handler-name");
   }
   PreprocessOptions& o = job.text;
   if (r.count("input")) o.input = r["input"].as<std::string>();
@@ -186,6 +241,13 @@ int main(int argc, char** argv) {
       const auto packed = megacpp::io::data::pack_images(job.images, &std::cerr);
       std::cout << "Packed " << packed.images << " images (" << job.images.size << "x" << job.images.size << "x" << job.images.channels
                 << ") in " << packed.seconds << " s -> " << packed.pixels << ", " << packed.jsonl << "\n";
+      return 0;
+    }
+    if (job.instructions) {
+      const auto done = megacpp::io::data::preprocess_instructions(job.conversations, &std::cerr);
+      std::cout << "Wrote " << done.samples << " conversations (" << done.tokens << " tokens, " << done.trained_tokens
+                << " of them trained) in " << done.seconds << " s -> " << megacpp::io::data::instruction_input_ids_path(job.conversations.output_prefix)
+                << ", _packed_labels_document, _packed_attention_mask_document\n";
       return 0;
     }
     const auto result = megacpp::io::data::preprocess(job.text, &std::cerr);

@@ -37,6 +37,9 @@ const CompatibleFlag kCompatible[] = {
      "FSDP2 users to leave it off); given without --use-torch-fsdp2 it turns FSDP2 on, which shards the parameters and "
      "gradients too: the same updates"},
     {"no-masked-softmax-fusion", nullptr, "megacpp has no fused masked softmax", nullptr},
+    {"handler-name", "GeneralPretrainHandler",
+     "--data-path's datasets are token data megacpp-preprocess wrote (conversations: megacpp-preprocess --handler-name "
+     "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler, then --is-instruction-dataset)", nullptr},
     {"lora-fusion", nullptr, "MindSpeed-LLM's fused LoRA kernel changes only the speed; libtorch computes the adapters", nullptr},
     {"no-gradient-accumulation-fusion", nullptr, "megacpp has no fused gradient accumulation", nullptr},
     {"no-bias-swiglu-fusion", nullptr, "megacpp has no fused bias-SwiGLU", nullptr},
@@ -122,8 +125,6 @@ const RefusedFlag kRefused[] = {
     {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp has no tensor parallelism"},
     {"enable-high-availability", "MindSpeed's high-availability feature; megacpp's fault handling is docs/failures.md"},
     // MindSpeed-LLM's fine-tuning and model flags.
-    {"handler-name", "MindSpeed-LLM's dataset handlers; megacpp trains on the token datasets megacpp-preprocess "
-                     "writes (--data-path)"},
     {"loss-compute-mode", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once "
                           "(the same loss)"},
     {"loss-chunk-size", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once (the "

