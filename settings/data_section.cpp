@@ -15,6 +15,8 @@ void declare_data_flags(cxxopts::Options& o) {
       ("mock-data", "synthetic token batches that depend only on the seed and sample index")
       ("data-path", "dataset prefix (PREFIX.bin/.idx or FILE.h5), a blend: W1 PREFIX1 W2 PREFIX2 ..., or image-text FILE.jsonl",
        cxxopts::value<std::string>()->default_value(""))
+      ("is-instruction-dataset", "--data-path is the PREFIX of megacpp-preprocess --handler-name's conversations (MindSpeed-LLM's "
+       "instruction datasets): one per sample, the loss on the assistants' tokens")
       ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
       ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
        cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
@@ -52,6 +54,16 @@ std::string default_tokenizer_type(const cxxopts::ParseResult& r, const io::data
   return uses_folder_tokenizer(r) ? "HuggingFaceTokenizer" : "ByteLevelTokenizer";
 }
 
+// --is-instruction-dataset reads one PREFIX of conversations (Note [Instruction data]).
+void check_instruction_flags(const TrainingArguments& a, const cxxopts::ParseResult& r) {
+  require(!a.mock_data && a.data_path.size() == 1 && !io::data::is_image_text_path(a.data_path),
+          "--is-instruction-dataset needs --data-path PREFIX, one prefix of megacpp-preprocess --handler-name "
+          "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler (no blend, mock or image-text data)");
+  require(!r.count("calculate-per-token-loss"),
+          "--calculate-per-token-loss is not supported on instruction data yet: megacpp averages each micro-batch's "
+          "assistant tokens, then the micro-batches and ranks (Megatron's default); leave the flag out");
+}
+
 void check_data_flags(const TrainingArguments& a) {
   require(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
                                                              : "no training data: pass --data-path PREFIX (or --mock-data)");
@@ -64,6 +76,8 @@ void check_data_flags(const TrainingArguments& a) {
 void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.mock_data = r["mock-data"].as<bool>();
   a.data_path = split_words(r["data-path"].as<std::string>());
+  a.is_instruction_dataset = r["is-instruction-dataset"].as<bool>();
+  if (a.is_instruction_dataset) check_instruction_flags(a, r);
   a.split = r["split"].as<std::string>();
   a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());
   a.image_std = parse_channel_values("image-std", r["image-std"].as<std::string>());

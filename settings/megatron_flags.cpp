@@ -131,8 +131,6 @@ const RefusedFlag kRefused[] = {
                         "same loss)"},
     {"stage", "MindSpeed-LLM's training stages (sft, dpo, ...); megacpp trains a language model on token data, with "
               "LoRA if asked (--lora-rank)"},
-    {"is-instruction-dataset", "instruction data with a loss mask (MindSpeed-LLM's SFT) is not supported yet; megacpp "
-                               "trains on token sequences"},
     {"prompt-type*", "chat templates for instruction data (MindSpeed-LLM's SFT) are not supported yet"},
     {"variable-seq-lengths", "megacpp's batches are --seq-length tokens per sample (packed token data)"},
     {"padded-samples", "megacpp's samples are packed token sequences (Megatron's GPT dataset), not padded instruction "

@@ -63,6 +63,7 @@ struct TrainingArguments {
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   // data
   bool mock_data = false;
+  bool is_instruction_dataset = false;  // --is-instruction-dataset: --data-path holds conversations
   std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...", or one image-text FILE.jsonl
   std::array<double, 3> image_mean{}, image_std{};  // --image-mean / --image-std (image-text data)
   std::string split = "969,30,1";

@@ -10,6 +10,7 @@
 
 #include "io/data/dataset_builder.h"
 #include "io/data/image_text_dataset.h"
+#include "io/data/instruction_dataset.h"
 #include "io/data/mock_dataset.h"
 #include "training/cyclic_samples.h"
 
@@ -49,6 +50,29 @@ void build_image_text_splits(const settings::TrainingArguments& args, const std:
   if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: image-text samples have no indices to cache");
 }
 
+// --is-instruction-dataset: the conversations of PREFIX split by --split into contiguous ranges,
+// each read in a new order every pass (Note [Instruction data]).
+void build_instruction_splits(const settings::TrainingArguments& args, const std::array<double, 3>& split, TrainingData& result) {
+  const io::data::InstructionRecords records = io::data::InstructionRecords::open(args.data_path[0]);
+  const int64_t pad = io::data::build_tokenizer(args.tokenizer)->eod();
+  const auto bounds = io::data::split_boundaries(split, records.size());
+  for (int s = 0; s < 3; ++s) {
+    if (result.samples_needed[s] == 0) continue;
+    const int64_t count = bounds[s + 1] - bounds[s];
+    if (count == 0) {
+      throw std::invalid_argument("--split " + args.split + " leaves the " + io::data::split_name(s) + " split of " + args.data_path[0] +
+                                  " (" + std::to_string(records.size()) + " conversations) no sample");
+    }
+    result.splits[s] = std::make_shared<io::data::InstructionDataset>(records, bounds[s], count, args.seq_length + 1, pad,
+                                                                      args.seed + static_cast<uint64_t>(s), result.samples_needed[s]);
+  }
+  result.summary.push_back(fmt::format("instruction data: {} conversations of {} (train {}, validation {}, test {}), padded to {} "
+                                       "tokens with id {}, the loss on the assistants' tokens",
+                                       records.size(), args.data_path[0], bounds[1] - bounds[0], bounds[2] - bounds[1],
+                                       bounds[3] - bounds[2], args.seq_length + 1, pad));
+  if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: instruction samples have no indices to cache");
+}
+
 // The datasets of the splits, each sized for the samples the run reads from it.
 void build_splits(const settings::TrainingArguments& args, bool writes_index_cache, const std::array<double, 3>& split, TrainingData& result) {
   if (args.mock_data) {
@@ -64,19 +88,21 @@ void build_splits(const settings::TrainingArguments& args, bool writes_index_cac
     return;
   }
   if (io::data::is_image_text_path(args.data_path)) return build_image_text_splits(args, split, result);
+  if (args.is_instruction_dataset) return build_instruction_splits(args, split, result);
   io::data::DatasetSplits built = io::data::build_gpt_datasets(io::data::parse_data_blend(args.data_path), split, result.samples_needed,
                                                        args.seq_length, args.seed, {args.data_cache_path, writes_index_cache});
   result.splits = built.splits;
   result.summary = built.summary;
 }
 
-// The loss mask and images of the micro-batch's samples from `first` on.
-MicroBatch with_images(const io::data::SampleSource& source, int64_t first, MicroBatch batch) {
+// The loss mask (and the images, for image-text data) of the micro-batch's samples from `first` on.
+MicroBatch with_extras(const io::data::SampleSource& source, int64_t first, MicroBatch batch) {
   const int64_t micro = batch.tokens.size(0), labels = source.sample_length() - 1;
   std::vector<uint8_t> mask(static_cast<size_t>(micro * labels));
   std::vector<float> pixels;
   for (int64_t i = 0; i < micro; ++i) source.sample_extras(first + i, mask.data() + i * labels, pixels);
   batch.loss_mask = torch::from_blob(mask.data(), {micro, labels}, torch::kUInt8).to(torch::kFloat);
+  if (!source.has_images()) return batch;
   std::vector<int64_t> shape = source.image_shape();
   shape.insert(shape.begin(), -1);
   batch.images = torch::from_blob(pixels.data(), {static_cast<int64_t>(pixels.size())}, torch::kFloat).view(shape).clone();
@@ -120,7 +146,7 @@ MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consum
   batch.tokens = torch::empty({slice.micro_batch_size, source.sample_length()}, torch::kLong);
   const int64_t first = consumed + (micro * slice.dp_size + slice.dp_rank) * slice.micro_batch_size;
   for (int64_t i = 0; i < slice.micro_batch_size; ++i) source.sample(first + i, batch.tokens[i].data_ptr<int64_t>());
-  if (source.has_images()) return with_images(source, first, std::move(batch));
+  if (source.has_images()) return with_extras(source, first, std::move(batch));
   const int64_t lowest = batch.tokens.min().item<int64_t>(), highest = batch.tokens.max().item<int64_t>();
   if (lowest < 0 || highest >= vocab_size) {
     throw std::runtime_error("token id " + std::to_string(lowest < 0 ? lowest : highest) + " in samples " +
@@ -128,7 +154,7 @@ MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consum
                              " is outside the tokenizer's vocabulary of " + std::to_string(vocab_size) +
                              " (was --data-path made with another tokenizer than --tokenizer-type?)");
   }
-  return batch;
+  return source.has_loss_mask() ? with_extras(source, first, std::move(batch)) : batch;
 }
 
 }  // namespace megacpp::training

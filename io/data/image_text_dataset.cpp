@@ -135,14 +135,7 @@ ImageTextDataset::ImageTextDataset(std::shared_ptr<const std::vector<ImageTextRe
     throw std::invalid_argument("ImageTextDataset: records [" + std::to_string(first_) + ", " + std::to_string(first_ + count_) +
                                 ") of " + std::to_string(records_->size()));
   }
-  SplitMix64 rng(seed);
-  order_.reserve(static_cast<size_t>(size_));
-  for (int64_t pass_start = 0; pass_start < size_; pass_start += count_) {
-    const size_t begin = order_.size();
-    for (int64_t r = 0; r < count_; ++r) order_.push_back(first_ + r);
-    shuffle_range(order_, begin, order_.size(), rng);
-  }
-  order_.resize(static_cast<size_t>(size_));
+  order_ = shuffled_passes(first_, count_, size_, seed);
 }
 
 const ImageTextRecord& ImageTextDataset::record(int64_t index) const {

@@ -21,6 +21,9 @@ class SampleSource {
   // Image-text sources (ImageTextDataset) also say which labels count and carry images; token
   // sources score every label and have none (these defaults).
   virtual bool has_images() const { return false; }
+  // Whether sample_extras gives a loss mask (image-text and instruction data); else every label
+  // is scored.
+  virtual bool has_loss_mask() const { return has_images(); }
   // [channels, height, width] of each image.
   virtual std::vector<int64_t> image_shape() const { return {}; }
   // Writes sample_length() - 1 flags to `loss_mask` (1: label i, token i + 1, is scored) and
