@@ -37,6 +37,8 @@ const CompatibleFlag kCompatible[] = {
      "FSDP2 users to leave it off); given without --use-torch-fsdp2 it turns FSDP2 on, which shards the parameters and "
      "gradients too: the same updates"},
     {"no-masked-softmax-fusion", nullptr, "megacpp has no fused masked softmax", nullptr},
+    {"stage", "sft", "MindSpeed-LLM's supervised fine-tuning is the language-model loss megacpp trains, on the assistants' "
+     "tokens with --is-instruction-dataset (its other stages, dpo, rm, ..., are not implemented)", nullptr},
     {"handler-name", "GeneralPretrainHandler",
      "--data-path's datasets are token data megacpp-preprocess wrote (conversations: megacpp-preprocess --handler-name "
      "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler, then --is-instruction-dataset)", nullptr},
@@ -129,12 +131,12 @@ const RefusedFlag kRefused[] = {
                           "(the same loss)"},
     {"loss-chunk-size", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once (the "
                         "same loss)"},
-    {"stage", "MindSpeed-LLM's training stages (sft, dpo, ...); megacpp trains a language model on token data, with "
-              "LoRA if asked (--lora-rank)"},
-    {"prompt-type*", "chat templates for instruction data (MindSpeed-LLM's SFT) are not supported yet"},
-    {"variable-seq-lengths", "megacpp's batches are --seq-length tokens per sample (packed token data)"},
-    {"padded-samples", "megacpp's samples are packed token sequences (Megatron's GPT dataset), not padded instruction "
-                       "samples"},
+    {"prompt-type*", "megacpp applies the chat template when it preprocesses the conversations (megacpp-preprocess "
+                     "--prompt-type); training reads the tokens it wrote: leave the flag out here"},
+    {"variable-seq-lengths", "megacpp pads each sample to --seq-length + 1 tokens; batches padded to their longest "
+                             "sample are not implemented yet"},
+    {"padded-samples", "megacpp reads instruction data pass after pass, each pass in a new order, so no epoch runs short "
+                       "of samples; MindSpeed-LLM's padding of the last one is not implemented"},
     {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
                              "(Megatron's default)"},
     {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "

@@ -35,7 +35,7 @@ std::string write_conversations(const std::string& dir) {
 const std::string kTrain =
     "--model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 "
     "--tokenizer-type ByteLevelTokenizer --seq-length 95 --micro-batch-size 2 --global-batch-size 8 --split 100,0,0 "
-    "--log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 12 --seed 5 --is-instruction-dataset --data-path ";
+    "--log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 12 --seed 5 --stage sft --is-instruction-dataset --data-path ";
 
 TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   const std::string prefix = write_conversations(testing::scratch_dir());
