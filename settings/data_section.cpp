@@ -17,6 +17,8 @@ void declare_data_flags(cxxopts::Options& o) {
        cxxopts::value<std::string>()->default_value(""))
       ("is-instruction-dataset", "--data-path is the PREFIX of megacpp-preprocess --handler-name's conversations (MindSpeed-LLM's "
        "instruction datasets): one per sample, the loss on the assistants' tokens")
+      ("variable-seq-lengths", "--is-instruction-dataset: each micro-batch only as long as its longest conversation, not "
+       "--seq-length + 1")
       ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
       ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
        cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
@@ -77,6 +79,9 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.mock_data = r["mock-data"].as<bool>();
   a.data_path = split_words(r["data-path"].as<std::string>());
   a.is_instruction_dataset = r["is-instruction-dataset"].as<bool>();
+  a.variable_seq_lengths = r["variable-seq-lengths"].as<bool>();
+  require(!a.variable_seq_lengths || a.is_instruction_dataset,
+          "--variable-seq-lengths needs --is-instruction-dataset (token data fills every sample to --seq-length + 1)");
   if (a.is_instruction_dataset) check_instruction_flags(a, r);
   a.split = r["split"].as<std::string>();
   a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());

@@ -133,8 +133,6 @@ const RefusedFlag kRefused[] = {
                         "same loss)"},
     {"prompt-type*", "megacpp applies the chat template when it preprocesses the conversations (megacpp-preprocess "
                      "--prompt-type); training reads the tokens it wrote: leave the flag out here"},
-    {"variable-seq-lengths", "megacpp pads each sample to --seq-length + 1 tokens; batches padded to their longest "
-                             "sample are not implemented yet"},
     {"padded-samples", "megacpp reads instruction data pass after pass, each pass in a new order, so no epoch runs short "
                        "of samples; MindSpeed-LLM's padding of the last one is not implemented"},
     {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "

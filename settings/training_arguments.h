@@ -64,6 +64,7 @@ struct TrainingArguments {
   // data
   bool mock_data = false;
   bool is_instruction_dataset = false;  // --is-instruction-dataset: --data-path holds conversations
+  bool variable_seq_lengths = false;    // --variable-seq-lengths: micro-batches cut to their longest sample
   std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...", or one image-text FILE.jsonl
   std::array<double, 3> image_mean{}, image_std{};  // --image-mean / --image-std (image-text data)
   std::string split = "969,30,1";

@@ -15,7 +15,6 @@ namespace megacpp::training {
 
 struct ForwardBackwardSetup {
   c10::Device device = c10::Device(c10::kCPU);
-  int64_t seq_length = 0;
   double loss_scale = 1.0;  // --fp16's (1 without a scaler)
   bool fsdp = false;        // sharded with FSDP2: gradients are reduced after the last micro-batch only
   parallel::Group ulysses = parallel::Group::single(0);  // splits each sequence (Note [Ulysses])

@@ -7,8 +7,8 @@
 
 namespace megacpp::training {
 
-at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length,
-                               const parallel::Group& ulysses) {
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses) {
+  const int64_t seq_length = batch.tokens.size(1) - 1;
   at::Tensor input = batch.tokens.narrow(1, 0, seq_length), labels = batch.tokens.narrow(1, 1, seq_length);
   at::Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.narrow(1, 0, seq_length) : at::Tensor();
   const bool split = ulysses.size() > 1;

@@ -9,8 +9,8 @@
 
 namespace megacpp::training {
 
-// Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1]: the
-// model reads the first seq_length tokens (and the images, when the batch has them) and is scored
+// Cross-entropy of next-token prediction on one micro-batch of tokens [micro, seq + 1] (seq is
+// --seq-length, or less for a micro-batch cut to its longest sample): the model reads the first seq tokens (and the images, when the batch has them) and is scored
 // on the next ones: the mean over the labels its loss mask counts (Megatron's
 // sum(loss * mask) / sum(mask)), over all of them without a mask.
 //
@@ -18,7 +18,6 @@ namespace megacpp::training {
 // whole sequence and this rank takes its slice of both: the model reads seq_length / p tokens
 // and the result is this rank's share, the sum over its labels divided by the count over the
 // whole sequences (summed over the group), so that the group's shares add up to the loss above.
-at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, int64_t seq_length,
-                               const parallel::Group& ulysses);
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses);
 
 }  // namespace megacpp::training

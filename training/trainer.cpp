@@ -241,7 +241,7 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const auto pass = forward_backward(*model_, batches, {device_, args_.seq_length, scaler_.scale(), args_.use_torch_fsdp2, mesh_->ulysses()},
+    const auto pass = forward_backward(*model_, batches, {device_, scaler_.scale(), args_.use_torch_fsdp2, mesh_->ulysses()},
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
                                        });
@@ -307,7 +307,7 @@ class TrainingRun {
           const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
                                                     args_.tokenizer_vocab_size).to(device_);
           // With Ulysses, this rank's share times the group size (Note [Ulysses]).
-          sum += language_model_loss(*model_, batch, args_.seq_length, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
+          sum += language_model_loss(*model_, batch, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
         }
       }
       model_->train();

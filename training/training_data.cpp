@@ -64,12 +64,14 @@ void build_instruction_splits(const settings::TrainingArguments& args, const std
                                   " (" + std::to_string(records.size()) + " conversations) no sample");
     }
     result.splits[s] = std::make_shared<io::data::InstructionDataset>(records, bounds[s], count, args.seq_length + 1, pad,
-                                                                      args.seed + static_cast<uint64_t>(s), result.samples_needed[s]);
+                                                                      args.seed + static_cast<uint64_t>(s), result.samples_needed[s],
+                                                                      args.variable_seq_lengths);
   }
   result.summary.push_back(fmt::format("instruction data: {} conversations of {} (train {}, validation {}, test {}), padded to {} "
-                                       "tokens with id {}, the loss on the assistants' tokens",
+                                       "tokens with id {}{}, the loss on the assistants' tokens",
                                        records.size(), args.data_path[0], bounds[1] - bounds[0], bounds[2] - bounds[1],
-                                       bounds[3] - bounds[2], args.seq_length + 1, pad));
+                                       bounds[3] - bounds[2], args.seq_length + 1, pad,
+                                       args.variable_seq_lengths ? " (each micro-batch cut to its longest, --variable-seq-lengths)" : ""));
   if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: instruction samples have no indices to cache");
 }
 
@@ -154,7 +156,14 @@ MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consum
                              " is outside the tokenizer's vocabulary of " + std::to_string(vocab_size) +
                              " (was --data-path made with another tokenizer than --tokenizer-type?)");
   }
-  return source.has_loss_mask() ? with_extras(source, first, std::move(batch)) : batch;
+  if (source.has_loss_mask()) batch = with_extras(source, first, std::move(batch));
+  // --variable-seq-lengths: as wide as the longest sample (at least one label).
+  int64_t width = 2;
+  for (int64_t i = 0; i < slice.micro_batch_size; ++i) width = std::max(width, source.unpadded_length(first + i));
+  if (width == source.sample_length()) return batch;
+  batch.tokens = batch.tokens.narrow(1, 0, width).contiguous();
+  if (batch.loss_mask.defined()) batch.loss_mask = batch.loss_mask.narrow(1, 0, width - 1).contiguous();
+  return batch;
 }
 
 }  // namespace megacpp::training

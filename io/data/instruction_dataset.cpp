@@ -26,8 +26,8 @@ InstructionRecords InstructionRecords::open(const std::string& prefix) {
 }
 
 InstructionDataset::InstructionDataset(InstructionRecords records, int64_t first, int64_t count, int64_t sample_length,
-                                       int64_t pad_id, uint64_t seed, int64_t size)
-    : records_(std::move(records)), sample_length_(sample_length), pad_id_(pad_id) {
+                                       int64_t pad_id, uint64_t seed, int64_t size, bool variable_lengths)
+    : records_(std::move(records)), sample_length_(sample_length), pad_id_(pad_id), variable_lengths_(variable_lengths) {
   if (count <= 0 || first < 0 || first + count > records_.size()) {
     throw std::invalid_argument("InstructionDataset: conversations [" + std::to_string(first) + ", " + std::to_string(first + count) +
                                 ") of " + std::to_string(records_.size()));
@@ -46,6 +46,10 @@ InstructionDataset::InstructionDataset(InstructionRecords records, int64_t first
 int64_t InstructionDataset::conversation(int64_t index) const {
   if (index < 0 || index >= size()) throw std::out_of_range("instruction sample " + std::to_string(index) + " of " + std::to_string(size()));
   return order_[static_cast<size_t>(index)];
+}
+
+int64_t InstructionDataset::unpadded_length(int64_t index) const {
+  return variable_lengths_ ? records_.ids->sequence_length(conversation(index)) : sample_length_;
 }
 
 void InstructionDataset::sample(int64_t index, int64_t* out) const {

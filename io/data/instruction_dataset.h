@@ -30,12 +30,14 @@ class InstructionDataset final : public SampleSource {
   // (drawn from `seed`), `size` samples of `sample_length` tokens (--seq-length + 1) in all.
   // Throws std::invalid_argument naming the dataset and the conversation for one longer than
   // `sample_length`.
+  // With `variable_lengths` (--variable-seq-lengths) unpadded_length is the conversation's own.
   InstructionDataset(InstructionRecords records, int64_t first, int64_t count, int64_t sample_length, int64_t pad_id,
-                     uint64_t seed, int64_t size);
+                     uint64_t seed, int64_t size, bool variable_lengths = false);
 
   int64_t size() const override { return static_cast<int64_t>(order_.size()); }
   int64_t sample_length() const override { return sample_length_; }
   void sample(int64_t index, int64_t* out) const override;
+  int64_t unpadded_length(int64_t index) const override;
   bool has_loss_mask() const override { return true; }
   void sample_extras(int64_t index, uint8_t* loss_mask, std::vector<float>& pixels) const override;
 
@@ -44,6 +46,7 @@ class InstructionDataset final : public SampleSource {
 
   InstructionRecords records_;
   int64_t sample_length_, pad_id_;
+  bool variable_lengths_;
   std::vector<int64_t> order_;
 };
 

@@ -17,6 +17,9 @@ class SampleSource {
   // Writes the sample_length() tokens of sample `index` to `out`.
   virtual void sample(int64_t index, int64_t* out) const = 0;
   virtual int64_t sample_length() const = 0;
+  // The tokens of sample `index` before its padding, when a micro-batch may be cut to its longest
+  // sample (--variable-seq-lengths); sample_length() otherwise.
+  virtual int64_t unpadded_length(int64_t index) const { return sample_length(); }
 
   // Image-text sources (ImageTextDataset) also say which labels count and carry images; token
   // sources score every label and have none (these defaults).

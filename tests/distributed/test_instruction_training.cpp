@@ -1,8 +1,9 @@
 // Training on instruction data (--is-instruction-dataset, Note [Instruction data]): the loss of a
 // micro-batch is the mean cross-entropy over the assistants' tokens and nothing else, computed
-// here from the labels dataset by hand; the same losses on one rank without FSDP, FSDP on 2 ranks
-// and HSDP on 4, and the model learns; a conversation longer than the sample and flags that do
-// not fit are refused by name.
+// here from the labels dataset by hand, and the same with micro-batches cut to their longest
+// conversation (--variable-seq-lengths); the same losses on one rank without FSDP, FSDP on 2
+// ranks (with and without the cut) and HSDP on 4, and the model learns; a conversation longer
+// than the sample and flags that do not fit are refused by name.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -49,7 +50,7 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   config.max_position_embeddings = 96;
   models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
   model.init_weights(0.2, 3);
-  const at::Tensor loss = training::language_model_loss(model, batch, 95, parallel::Group::single(0));
+  const at::Tensor loss = training::language_model_loss(model, batch, parallel::Group::single(0));
 
   // By hand: label i is token i + 1, counted where the labels dataset has no -100 there.
   const at::Tensor logits = model(batch.tokens.narrow(1, 0, 95)).detach();
@@ -80,6 +81,16 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   EXPECT_GT(padding, 0) << "the samples are padded";
   EXPECT_GT(count, 0);
   EXPECT_NEAR(loss.item<double>(), sum / static_cast<double>(count), 1e-5);
+
+  // --variable-seq-lengths: the micro-batch as wide as its longest conversation, the same loss.
+  const io::data::InstructionDataset variable(records, 0, records.size(), 96, 256, 7, 4, /*variable_lengths=*/true);
+  const training::MicroBatch cut = training::load_micro_batch(variable, 0, 0, {4, 0, 1}, 257);
+  int64_t longest = 0;
+  for (int64_t b = 0; b < 4; ++b) longest = std::max(longest, variable.unpadded_length(b));
+  EXPECT_EQ(cut.tokens.size(1), longest);
+  EXPECT_LT(longest, 96);
+  EXPECT_TRUE(torch::equal(cut.tokens, batch.tokens.narrow(1, 0, longest)));
+  EXPECT_NEAR(training::language_model_loss(model, cut, parallel::Group::single(0)).item<double>(), loss.item<double>(), 1e-6);
 }
 
 TEST(InstructionTraining, SameLossesOnEveryLayoutAndTheModelLearns) {
@@ -92,6 +103,8 @@ TEST(InstructionTraining, SameLossesOnEveryLayoutAndTheModelLearns) {
   testing::expect_same_losses(one, testing::train(2, kTrain + prefix + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
   testing::expect_same_losses(one, testing::train(4, kTrain + prefix + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
                               "HSDP 2x2", 1e-5);
+  testing::expect_same_losses(one, testing::train(2, kTrain + prefix + " --use-torch-fsdp2 --variable-seq-lengths"),
+                              "FSDP on 2 ranks, micro-batches cut to their longest conversation", 1e-5);
 }
 
 TEST(InstructionTraining, RefusesWhatDoesNotFitByName) {
@@ -103,6 +116,9 @@ TEST(InstructionTraining, RefusesWhatDoesNotFitByName) {
   EXPECT_NE(short_samples.result.output.find("more than --seq-length + 1 (17)"), std::string::npos) << short_samples.result.output;
   const auto mock = testing::train(1, base + "--seq-length 16 --is-instruction-dataset --mock-data");
   EXPECT_NE(mock.result.output.find("--is-instruction-dataset needs --data-path PREFIX"), std::string::npos) << mock.result.output;
+  const auto token_data = testing::train(1, base + "--seq-length 16 --mock-data --variable-seq-lengths");
+  EXPECT_NE(token_data.result.output.find("--variable-seq-lengths needs --is-instruction-dataset"), std::string::npos)
+      << token_data.result.output;
 }
 
 }  // namespace
