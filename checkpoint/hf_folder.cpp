@@ -55,7 +55,7 @@ HfFolderWeights::Source HfFolderWeights::source(const std::string& fqn) const {
   return {hf, (fs::path(dir_) / files_.filename_of(hf.name)).string() + ", tensor '" + hf.name + "'"};
 }
 
-void HfFolderWeights::check(const std::string& fqn, const std::vector<int64_t>& shape) const {
+HfFolderWeights::Stored HfFolderWeights::checked(const std::string& fqn, const std::vector<int64_t>& shape) const {
   const Source s = source(fqn);
   const io::serialization::TensorView view = files_.tensor(s.hf.name);
   std::vector<int64_t> stored = shape;
@@ -64,21 +64,20 @@ void HfFolderWeights::check(const std::string& fqn, const std::vector<int64_t>& 
     throw std::runtime_error(s.what + ": shape " + io::serialization::shape_string(view.shape) + ", the model of " +
                              hf_config_path(dir_) + " needs " + io::serialization::shape_string(stored));
   }
-  from_safetensors_dtype(view.dtype, s.what);  // throws for a dtype megacpp does not read
+  return {s, view, from_safetensors_dtype(view.dtype, s.what)};  // throws for a dtype megacpp does not read
 }
+
+void HfFolderWeights::check(const std::string& fqn, const std::vector<int64_t>& shape) const { checked(fqn, shape); }
 
 at::Tensor HfFolderWeights::block(const std::string& fqn, const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets,
                                   const std::vector<int64_t>& sizes) const {
-  check(fqn, shape);
-  const Source s = source(fqn);
-  const io::serialization::TensorView view = files_.tensor(s.hf.name);
+  const Stored s = checked(fqn, shape);
   // A view of the mapped file (read only); the copy below reads just the block's rows.
-  at::Tensor stored = at::from_blob(const_cast<uint8_t*>(view.data), view.shape,
-                                    at::TensorOptions().dtype(from_safetensors_dtype(view.dtype, s.what)));
-  at::Tensor t = s.hf.transposed ? stored.t() : stored;
+  at::Tensor stored = at::from_blob(const_cast<uint8_t*>(s.view.data), s.view.shape, at::TensorOptions().dtype(s.dtype));
+  at::Tensor t = s.source.hf.transposed ? stored.t() : stored;
   for (size_t dim = 0; dim < sizes.size(); ++dim) t = t.narrow(static_cast<int64_t>(dim), offsets.at(dim), sizes[dim]);
   at::Tensor values = t.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  if (s.hf.offset != 0.0) values.sub_(s.hf.offset);
+  if (s.source.hf.offset != 0.0) values.sub_(s.source.hf.offset);
   return values;
 }
 

@@ -39,7 +39,7 @@ class HfFolderWeights {
   // in the model) is missing or of another shape, or stored in a dtype megacpp cannot read.
   void check(const std::string& fqn, const std::vector<int64_t>& shape) const;
   // The block of parameter `fqn` (global `shape`) at `offsets` of `sizes`, as fp32 values in the
-  // model's layout (transposed back, a stored offset taken off), after check().
+  // model's layout (transposed back, a stored offset taken off); checked as check() does.
   at::Tensor block(const std::string& fqn, const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets,
                    const std::vector<int64_t>& sizes) const;
   at::Tensor full(const std::string& fqn, const std::vector<int64_t>& shape) const;
@@ -50,6 +50,13 @@ class HfFolderWeights {
     std::string what;         // "DIR/FILE, tensor 'NAME'" for errors
   };
   Source source(const std::string& fqn) const;
+  // The stored tensor of parameter `fqn`, its shape and dtype checked (what check() throws).
+  struct Stored {
+    Source source;
+    io::serialization::TensorView view;
+    at::ScalarType dtype;
+  };
+  Stored checked(const std::string& fqn, const std::vector<int64_t>& shape) const;
 
   std::string dir_;
   const models::ModelFamily& family_;

@@ -64,11 +64,6 @@ bool same_value(const json& a, const json& b) {
   return a == b;
 }
 
-std::string flag_of(std::string field) {
-  for (char& c : field) c = c == '_' ? '-' : c;
-  return "--" + field;
-}
-
 }  // namespace
 
 std::optional<std::string> hf_folder_model_type(const cxxopts::ParseResult& r) {
@@ -111,7 +106,7 @@ std::shared_ptr<const models::ModelConfig> hf_folder_model(const cxxopts::ParseR
     if (!folder->checkpoint_must_match(field)) {
       args[field] = value;  // changes no weight: the flag's value
     } else if (!folder_args.contains(field) || !same_value(value, folder_args[field])) {
-      differences += "\n  " + flag_of(field) + ": " + value.dump() + " by the flags given, " +
+      differences += "\n  " + flag_of_arg(field) + ": " + value.dump() + " by the flags given, " +
                      (folder_args.contains(field) ? folder_args[field].dump() : std::string("absent")) + " in " + path;
     }
   }

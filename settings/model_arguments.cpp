@@ -1,5 +1,7 @@
 #include "settings/model_arguments.h"
 
+#include <algorithm>
+
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -83,6 +85,13 @@ std::vector<std::string> model_flag_names() {
   std::vector<std::string> names;
   for (const auto& entry : declared_flags()) names.push_back(entry.first);
   return names;
+}
+
+std::string flag_of_arg(const std::string& field) {
+  if (field == "padded_vocab_size") return "the padded vocabulary (--tokenizer-type, --vocab-size, --make-vocab-size-divisible-by)";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 std::shared_ptr<const models::ModelConfig> model_config_from_flags(const cxxopts::ParseResult& parsed,

@@ -23,6 +23,11 @@ void add_model_flags(cxxopts::Options& options);
 // The names (without "--") of the flags add_model_flags adds.
 std::vector<std::string> model_flag_names();
 
+// The flag that sets a field of a model's Megatron `args` (ModelConfig::to_args): num_layers ->
+// "--num-layers"; the padded vocabulary, which has no flag of its own, is named by the flags
+// that decide it.
+std::string flag_of_arg(const std::string& field);
+
 // The config the family `model_type` builds from the parsed flags; a flag not given takes its
 // value from `fallback` (flag name -> value, "true" for a switch) when there, else its default.
 // Throws std::invalid_argument naming every given model flag that family does not read, or the

@@ -4,19 +4,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "settings/model_arguments.h"
+
 namespace megacpp::training {
-namespace {
-
-// The flag that sets a field of Megatron's `args`: num_layers -> --num-layers. The padded
-// vocabulary has no flag of its own.
-std::string flag_of(const std::string& field) {
-  if (field == "padded_vocab_size") return "the padded vocabulary (--tokenizer-type, --vocab-size, --make-vocab-size-divisible-by)";
-  std::string flag = "--" + field;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
-}  // namespace
 
 void check_checkpoint_model(const nlohmann::json& saved, const models::ModelConfig& model, const std::string& where) {
   nlohmann::json mine = model.to_args();
@@ -26,7 +16,7 @@ void check_checkpoint_model(const nlohmann::json& saved, const models::ModelConf
     if (!model.checkpoint_must_match(field)) continue;
     auto it = saved.find(field);
     if (it == saved.end() || it->is_null() || *it == value) continue;  // json compares 2 and 2.0 as equal
-    differences.push_back(flag_of(field) + " is " + it->dump() + " there and " + value.dump() + " here");
+    differences.push_back(settings::flag_of_arg(field) + " is " + it->dump() + " there and " + value.dump() + " here");
   }
   if (differences.empty()) return;
   std::string message = where + " holds another model than the flags build: ";

@@ -35,6 +35,13 @@ const std::map<std::string, std::string>& prompt_types() {
   return types;
 }
 
+// "chatml, empty, llama3, qwen", for messages.
+std::string prompt_type_names() {
+  std::string names;
+  for (const auto& [name, source] : prompt_types()) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -83,19 +90,13 @@ ChatTemplate ChatTemplate::from_folder(const std::string& dir) {
     }
   }
   throw std::invalid_argument(dir + ": no chat template (neither tokenizer_config.json's chat_template nor chat_template.jinja); "
-                              "give one of --prompt-type " + [] {
-                                std::string names;
-                                for (const auto& [name, source] : prompt_types()) names += (names.empty() ? "" : ", ") + name;
-                                return names;
-                              }());
+                              "give one of --prompt-type " + prompt_type_names());
 }
 
 ChatTemplate ChatTemplate::named(const std::string& prompt_type, const std::string& eos_token) {
   const auto it = prompt_types().find(prompt_type);
   if (it == prompt_types().end()) {
-    std::string names;
-    for (const auto& [name, source] : prompt_types()) names += (names.empty() ? "" : ", ") + name;
-    throw std::invalid_argument("--prompt-type " + prompt_type + ": not one of " + names +
+    throw std::invalid_argument("--prompt-type " + prompt_type + ": not one of " + prompt_type_names() +
                                 " (or leave it out to use the tokenizer folder's chat template)");
   }
   return ChatTemplate(it->second, "--prompt-type " + prompt_type, "", eos_token);
