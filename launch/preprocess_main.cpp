@@ -54,7 +54,10 @@ cxxopts::Options make_options() {
        text()->default_value("GeneralPretrainHandler"))
       ("prompt-type", "the chat template: qwen, chatml, llama3 or empty (default: the tokenizer folder's)", text()->default_value(""))
       ("map-keys", "the dataset's key names and role tags, a JSON object (e.g. '{\"prompt\":\"question\"}')", text()->default_value(""))
-      ("seq-length", "refuse conversations longer than this many tokens (0: any)", text()->default_value("0"));
+      ("seq-length", "refuse conversations longer than this many tokens (0: any)", text()->default_value("0"))
+      ("pack", "pack several conversations into each sequence of at most --seq-length tokens, the attention mask numbering "
+       "them (train with --reset-attention-mask --reset-position-ids to keep them apart)")
+      ("neat-pack", "MindSpeed-LLM's --pack with numbered attention masks: what --pack writes (needs --pack)");
   o.add_options("output data")
       ("output-prefix", "output path without suffix: writes PREFIX_<key>_document.bin/.idx (or .h5)", text())
       ("output-format", "mmap (Megatron .bin/.idx) | hdf5", text()->default_value("mmap"));
@@ -146,6 +149,9 @@ megacpp::io::data::InstructionOptions parse_instructions(const cxxopts::ParseRes
   o.map_keys = r["map-keys"].as<std::string>();
   o.seq_length = parse_int(r, "seq-length");
   if (o.seq_length < 0) throw std::invalid_argument("--seq-length must be >= 0");
+  o.pack = r.count("pack") > 0;
+  if (r.count("neat-pack") && !o.pack) throw std::invalid_argument("--neat-pack needs --pack");
+  if (o.pack && o.seq_length == 0) throw std::invalid_argument("--pack needs --seq-length, the tokens of a pack");
   o.log_interval = parse_int(r, "log-interval");
   if (o.log_interval < 1) throw std::invalid_argument("--log-interval must be >= 1");
   o.tokenizer.type = r["tokenizer-type"].as<std::string>();
@@ -195,7 +201,7 @@ Job parse(int argc, char** argv, bool* help) {
     throw std::invalid_argument("--handler-name " + handler + ": megacpp-preprocess reads GeneralPretrainHandler (text), "
                                 "AlpacaStyleInstructionHandler and SharegptStyleInstructionHandler (conversations)");
   }
-  for (const char* flag : {"prompt-type", "map-keys", "seq-length"}) {
+  for (const char* flag : {"prompt-type", "map-keys", "seq-length", "pack", "neat-pack"}) {
     if (r.count(flag)) throw std::invalid_argument("--" + std::string(flag) + " needs an instruction --handler-name");
   }
   PreprocessOptions& o = job.text;
@@ -246,7 +252,9 @@ int main(int argc, char** argv) {
     if (job.instructions) {
       const auto done = megacpp::io::data::preprocess_instructions(job.conversations, &std::cerr);
       std::cout << "Wrote " << done.samples << " conversations (" << done.tokens << " tokens, " << done.trained_tokens
-                << " of them trained) in " << done.seconds << " s -> " << megacpp::io::data::instruction_input_ids_path(job.conversations.output_prefix)
+                << " of them trained";
+      if (job.conversations.pack) std::cout << ", packed into " << done.packs << " sequences";
+      std::cout << ") in " << done.seconds << " s -> " << megacpp::io::data::instruction_input_ids_path(job.conversations.output_prefix)
                 << ", _packed_labels_document, _packed_attention_mask_document\n";
       return 0;
     }

@@ -86,7 +86,11 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
   const int64_t stated_vocab = a.tokenizer.vocab_size;  // with another tokenizer, a check (Megatron's scripts give it)
   if (a.tokenizer.type != "NullTokenizer") a.tokenizer.vocab_size = 0;
   validate_arguments(a);
-  a.tokenizer_vocab_size = io::data::build_tokenizer(a.tokenizer)->vocab_size();
+  {
+    const auto tokenizer = io::data::build_tokenizer(a.tokenizer);
+    a.tokenizer_vocab_size = tokenizer->vocab_size();
+    a.tokenizer_eod = tokenizer->eod();
+  }
   if (a.tokenizer.type != "NullTokenizer" && stated_vocab != 0 && stated_vocab != a.tokenizer_vocab_size) {
     throw std::invalid_argument("--vocab-size " + std::to_string(stated_vocab) + " is not the vocabulary of " + a.tokenizer.type +
                                 " (" + std::to_string(a.tokenizer_vocab_size) + "); leave --vocab-size out or make them agree");

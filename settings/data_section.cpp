@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "io/data/image_text_dataset.h"
+#include "io/data/instruction_data.h"
 #include "io/data/tokenizer/tokenizer.h"
 #include "megacpp/errors.h"
 #include "settings/flag_section.h"
@@ -19,6 +20,14 @@ void declare_data_flags(cxxopts::Options& o) {
        "instruction datasets): one per sample, the loss on the assistants' tokens")
       ("variable-seq-lengths", "--is-instruction-dataset: each micro-batch only as long as its longest conversation, not "
        "--seq-length + 1")
+      ("prompt-type", "--is-instruction-dataset: the chat template the conversations were rendered with (megacpp-preprocess "
+       "--prompt-type), checked against the data's record of it", cxxopts::value<std::string>()->default_value(""))
+      ("padded-samples", "--is-instruction-dataset: each pass over the conversations padded with its first ones to whole "
+       "global batches, so no global batch holds two passes (MindSpeed-LLM's)")
+      ("reset-position-ids", "number each document's tokens from 0 (documents end at the end-of-document token, or are "
+       "the conversations of instruction data)")
+      ("reset-attention-mask", "a token attends only to its own document's earlier tokens")
+      ("eod-mask-loss", "no loss on the token that follows an end-of-document token")
       ("split", "train,validation,test proportions of each dataset's sequences", cxxopts::value<std::string>()->default_value("969,30,1"))
       ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
        cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
@@ -80,9 +89,20 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.data_path = split_words(r["data-path"].as<std::string>());
   a.is_instruction_dataset = r["is-instruction-dataset"].as<bool>();
   a.variable_seq_lengths = r["variable-seq-lengths"].as<bool>();
+  a.padded_samples = r["padded-samples"].as<bool>();
+  require(!a.padded_samples || a.is_instruction_dataset,
+          "--padded-samples needs --is-instruction-dataset (token data is read as one stream of samples, with no passes to pad)");
+  a.reset_position_ids = r["reset-position-ids"].as<bool>();
+  a.reset_attention_mask = r["reset-attention-mask"].as<bool>();
+  a.eod_mask_loss = r["eod-mask-loss"].as<bool>();
   require(!a.variable_seq_lengths || a.is_instruction_dataset,
           "--variable-seq-lengths needs --is-instruction-dataset (token data fills every sample to --seq-length + 1)");
   if (a.is_instruction_dataset) check_instruction_flags(a, r);
+  const std::string prompt_type = r["prompt-type"].as<std::string>();
+  if (!prompt_type.empty()) {
+    require(a.is_instruction_dataset, "--prompt-type needs --is-instruction-dataset (megacpp-preprocess renders conversations with it)");
+    io::data::check_instruction_prompt_type(a.data_path[0], prompt_type);
+  }
   a.split = r["split"].as<std::string>();
   a.image_mean = parse_channel_values("image-mean", r["image-mean"].as<std::string>());
   a.image_std = parse_channel_values("image-std", r["image-std"].as<std::string>());

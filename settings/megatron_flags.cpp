@@ -31,6 +31,11 @@ const CompatibleFlag kCompatible[] = {
     {"moe-permutation-async-comm", nullptr, "MindSpeed's overlap of the expert-parallel token exchange; megacpp has no expert "
      "parallelism, so no exchange", nullptr},
     {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
+    {"use-cp-send-recv-overlap", nullptr, "ring attention's (megatron_cp_algo's) overlap of its block exchange; megacpp's "
+     "context parallelism is Ulysses (--context-parallel-algo megatron_cp_algo is refused with a context parallel size above 1), "
+     "which exchanges no ring blocks", nullptr},
+    {"use-fused-ring-attention-update", nullptr, "MindSpeed's fused update of ring attention's partial results; megacpp has "
+     "no ring attention (see --use-cp-send-recv-overlap)", nullptr},
     {"distributed-backend", "nccl|gloo", "megacpp uses NCCL on GPUs and Gloo on CPUs", nullptr},
     {"use-distributed-optimizer", nullptr, "FSDP2 shards the optimizer state; without --use-torch-fsdp2 it turns FSDP2 on",
      "--use-distributed-optimizer: FSDP2 already shards the optimizer state over the data-parallel ranks (MindSpeed asks "
@@ -104,8 +109,6 @@ const RefusedFlag kRefused[] = {
                        "GPUs"},
     {"jit-compile", "an Ascend NPU setting (MindSpeed's operator JIT); megacpp runs on CPUs and NVIDIA GPUs"},
     {"use-fusion-attn-v2", "an Ascend NPU kernel (MindSpeed's fusion attention); megacpp runs on CPUs and NVIDIA GPUs"},
-    {"use-fused-ring-attention-update", "an Ascend NPU kernel for ring attention; megacpp's context parallelism is "
-                                        "Ulysses"},
     // MindSpeed's memory and overlap machinery.
     {"reuse-fp32-param", "MindSpeed's distributed-optimizer memory trick; FSDP2 shards the fp32 masters instead"},
     {"swap-*", "MindSpeed's host-memory swapping; megacpp offloads FSDP2's shards instead (offload_to_cpu in "
@@ -121,24 +124,13 @@ const RefusedFlag kRefused[] = {
                         "full)"},
     {"recompute-in-*", "MindSpeed's pipeline-bubble recompute; megacpp has no pipeline parallelism"},
     {"memory-fragmentation", "MindSpeed's NPU memory allocator; megacpp uses libtorch's"},
-    {"use-cp-send-recv-overlap", "ring attention's overlap; megacpp's context parallelism is Ulysses (all-to-all)"},
     {"enable-overlap-*", "MindSpeed's tensor-parallel overlap; megacpp has no tensor parallelism"},
     {"use-nd-matmul", "MindSpeed's ND tensor parallelism; megacpp has no tensor parallelism"},
     {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp has no tensor parallelism"},
     {"enable-high-availability", "MindSpeed's high-availability feature; megacpp's fault handling is docs/failures.md"},
     // MindSpeed-LLM's fine-tuning and model flags.
-    {"loss-compute-mode", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once "
-                          "(the same loss)"},
-    {"loss-chunk-size", "MindSpeed-LLM's chunked loss; megacpp computes each micro-batch's cross-entropy at once (the "
-                        "same loss)"},
-    {"prompt-type*", "megacpp applies the chat template when it preprocesses the conversations (megacpp-preprocess "
-                     "--prompt-type); training reads the tokens it wrote: leave the flag out here"},
-    {"padded-samples", "megacpp reads instruction data pass after pass, each pass in a new order, so no epoch runs short "
-                       "of samples; MindSpeed-LLM's padding of the last one is not implemented"},
-    {"reset-attention-mask", "megacpp's attention is causal over the whole sequence, across document boundaries "
-                             "(Megatron's default)"},
-    {"reset-position-ids", "megacpp's positions run over the whole sequence, across document boundaries (Megatron's "
-                           "default)"},
+    {"prompt-type-path", "a file of templates for --prompt-type; megacpp's templates are its named ones and the tokenizer "
+                         "folder's (megacpp-preprocess --prompt-type)"},
 };
 
 bool matches(const std::string& pattern, const std::string& flag) {

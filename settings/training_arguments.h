@@ -61,16 +61,23 @@ struct TrainingArguments {
   double decoupled_lr = -1;
   double decoupled_min_lr = -1;
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
+  int64_t loss_chunk_size = 0;  // --loss-chunk-size with --loss-compute-mode chunk; 0: default mode
   // data
   bool mock_data = false;
   bool is_instruction_dataset = false;  // --is-instruction-dataset: --data-path holds conversations
   bool variable_seq_lengths = false;    // --variable-seq-lengths: micro-batches cut to their longest sample
+  bool padded_samples = false;          // --padded-samples: each pass over instruction data whole global batches
+  // Note [Packed documents] in models/language_model.h
+  bool reset_position_ids = false;    // --reset-position-ids: each document's positions from 0
+  bool reset_attention_mask = false;  // --reset-attention-mask: attention within each document
+  bool eod_mask_loss = false;         // --eod-mask-loss: no loss on predicting the token after an end of document
   std::vector<std::string> data_path;  // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...", or one image-text FILE.jsonl
   std::array<double, 3> image_mean{}, image_std{};  // --image-mean / --image-std (image-text data)
   std::string split = "969,30,1";
   io::data::TokenizerOptions tokenizer;
   int64_t make_vocab_size_divisible_by = 128;
   int64_t tokenizer_vocab_size = 0;  // set by parse_arguments; the model's is this, padded
+  int64_t tokenizer_eod = -1;        // set by parse_arguments: the tokenizer's end-of-document id
   uint64_t seed = 1234;
   // evaluation and stopping
   int64_t eval_interval = 1000;

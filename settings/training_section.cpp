@@ -47,7 +47,11 @@ void declare_training_flags(cxxopts::Options& o) {
       ("loss-scale-window", "--fp16: iterations without overflow before the scale doubles",
        cxxopts::value<std::string>()->default_value("1000"))
       ("hysteresis", "--fp16: overflowing iterations before the scale halves", cxxopts::value<std::string>()->default_value("2"))
-      ("grad-reduce-in-bf16", "reduce gradients in bf16 (FSDP2 reduce_dtype bf16)");
+      ("grad-reduce-in-bf16", "reduce gradients in bf16 (FSDP2 reduce_dtype bf16)")
+      ("loss-compute-mode", "default: the output layer's logits at once; chunk: --loss-chunk-size tokens at a time, each "
+       "chunk's gradients made as its loss is (MindSpeed-LLM's chunk loss: less memory, the same loss)",
+       cxxopts::value<std::string>()->default_value("default"))
+      ("loss-chunk-size", "tokens per chunk with --loss-compute-mode chunk", cxxopts::value<std::string>()->default_value("1024"));
 }
 
 // Megatron's rules: iterations or samples, not both; the warmup given once.
@@ -138,6 +142,11 @@ void read_training_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.min_loss_scale = flag_number<double>(r, "min-loss-scale");
   a.loss_scale_window = flag_number<int64_t>(r, "loss-scale-window");
   a.hysteresis = flag_number<int64_t>(r, "hysteresis");
+  const std::string mode = r["loss-compute-mode"].as<std::string>();
+  require(mode == "default" || mode == "chunk", "--loss-compute-mode " + mode + ": expected default or chunk");
+  const auto chunk = flag_number<int64_t>(r, "loss-chunk-size");
+  require(chunk > 0, "--loss-chunk-size must be positive");
+  a.loss_chunk_size = mode == "chunk" ? chunk : 0;
   a.grad_reduce_in_bf16 = r["grad-reduce-in-bf16"].as<bool>();
   check_training_flags(a);
 }

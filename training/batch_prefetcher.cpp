@@ -5,8 +5,8 @@
 namespace megacpp::training {
 
 BatchPrefetcher::BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const BatchRampup& batches,
-                                 int64_t vocab_size, int workers)
-    : source_(source), slice_(slice), batches_(batches), vocab_size_(vocab_size), workers_(workers) {}
+                                 int64_t vocab_size, int workers, DocumentBoundaries documents)
+    : source_(source), slice_(slice), batches_(batches), vocab_size_(vocab_size), workers_(workers), documents_(documents) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   if (next_.valid()) next_.wait();  // a worker still reading must not outlive the source
@@ -33,7 +33,7 @@ std::vector<MicroBatch> BatchPrefetcher::read(int64_t consumed) const {
   const int64_t accumulation = batches_.accumulation_at(consumed);
   std::vector<MicroBatch> batches(static_cast<size_t>(accumulation));
   auto read_some = [&](int64_t first, int64_t step) {
-    for (int64_t m = first; m < accumulation; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_);
+    for (int64_t m = first; m < accumulation; m += step) batches[m] = load_micro_batch(source_, consumed, m, slice_, vocab_size_, documents_);
   };
   const int64_t threads = std::min<int64_t>(std::max(workers_, 1), accumulation);
   std::vector<std::future<void>> others;

@@ -20,7 +20,7 @@ class BatchPrefetcher {
   // Nothing past the source's last sample is read ahead. `source` and `batches` (each
   // iteration's global batch) must outlive this.
   BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const BatchRampup& batches, int64_t vocab_size,
-                  int workers);
+                  int workers, DocumentBoundaries documents = {});
   ~BatchPrefetcher();
 
   // The micro-batches of the iteration that starts at sample `consumed`; starts reading the next
@@ -35,6 +35,7 @@ class BatchPrefetcher {
   const BatchRampup& batches_;
   int64_t vocab_size_;
   int workers_;
+  DocumentBoundaries documents_;
   std::future<std::vector<MicroBatch>> next_;
   int64_t next_consumed_ = -1;
 };

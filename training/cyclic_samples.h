@@ -23,9 +23,12 @@ class CyclicSamples final : public io::data::SampleSource {
   int64_t size() const override { return size_; }
   int64_t sample_length() const override { return base_->sample_length(); }
   void sample(int64_t index, int64_t* out) const override;  // safe from several threads
+  int64_t unpadded_length(int64_t index) const override { return base_->unpadded_length(drawn(index)); }
   bool has_images() const override { return base_->has_images(); }
+  bool has_loss_mask() const override { return base_->has_loss_mask(); }
   std::vector<int64_t> image_shape() const override { return base_->image_shape(); }
   void sample_extras(int64_t index, uint8_t* loss_mask, std::vector<float>& pixels) const override;
+  bool sample_documents(int64_t index, int64_t* out) const override { return base_->sample_documents(drawn(index), out); }
 
  private:
   int64_t drawn(int64_t index) const;  // the base's sample at `index`

@@ -18,14 +18,27 @@ at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& b
     labels = parallel::sequence_slice(labels, 1, ulysses);
     if (mask.defined()) mask = parallel::sequence_slice(mask, 1, ulysses);
   }
+  const int64_t tokens = batch.tokens.size(0) * seq_length;  // over the whole sequences
+  const bool packed = batch.position_ids.defined() || batch.document_ids.defined();
+  // The positions and documents are over the whole sequence (Note [Packed documents]).
+  parallel::Module::Tensors inputs{input, batch.images};
+  if (packed || model.loss_chunk_size() > 0) inputs.insert(inputs.end(), {batch.position_ids, batch.document_ids});
+  if (model.loss_chunk_size() > 0) {  // the model sums the loss (Note [Chunked loss])
+    inputs.push_back(labels);
+    inputs.push_back(mask.defined() ? mask.gt(0) : mask);
+    const at::Tensor sum = model(inputs)[0];
+    if (!mask.defined()) return sum / static_cast<double>(tokens);
+    at::Tensor count = mask.sum();
+    if (split) parallel::all_reduce(ulysses, count, parallel::ReduceOp::kSum).wait();
+    return sum / count.clamp_min(1.0);
+  }
   // [micro, seq, vocab]
-  at::Tensor logits = batch.images.defined() ? model(parallel::Module::Tensors{input, batch.images})[0] : model(input);
+  at::Tensor logits = batch.images.defined() || packed ? model(inputs)[0] : model(input);
   logits = logits.to(torch::kFloat).view({-1, model.vocab_size()});
   labels = labels.reshape({-1});
   if (!mask.defined()) {
     if (!split) return torch::cross_entropy_loss(logits, labels);
-    const double whole = static_cast<double>(batch.tokens.size(0) * seq_length);
-    return torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum) / whole;
+    return torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum) / static_cast<double>(tokens);
   }
   mask = mask.reshape({-1});
   const at::Tensor losses = torch::cross_entropy_loss(logits, labels, {}, at::Reduction::None);

@@ -161,13 +161,25 @@ class TrainingRun {
     const int64_t ramp_samples = batches_->ramps() ? batches_->samples_for_iterations(args_.train_iters) : 0;
     data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0, ramp_samples);
     prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, *batches_, args_.tokenizer_vocab_size,
-                                                    args_.num_workers);
+                                                    args_.num_workers, DocumentBoundaries::of(args_));
   }
 
   void build_model() {
     torch::manual_seed(args_.seed);
     const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
     model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
+    if ((args_.reset_position_ids || args_.reset_attention_mask) && !model_->takes_packed_documents()) {
+      throw std::invalid_argument(std::string(args_.reset_position_ids ? "--reset-position-ids" : "--reset-attention-mask") +
+                                  ": the " + args_.model_type + " model does not take document boundaries "
+                                  "(LanguageModel::takes_packed_documents, Note [Packed documents])");
+    }
+    if (args_.loss_chunk_size > 0) {
+      if (!model_->takes_labels()) {
+        throw std::invalid_argument("--loss-compute-mode chunk: the " + args_.model_type + " model computes its logits whole "
+                                    "(LanguageModel::takes_labels, Note [Chunked loss])");
+      }
+      model_->set_loss_chunk_size(args_.loss_chunk_size);
+    }
   }
 
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
@@ -305,7 +317,7 @@ class TrainingRun {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
           const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
-                                                    args_.tokenizer_vocab_size).to(device_);
+                                                    args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(device_);
           // With Ulysses, this rank's share times the group size (Note [Ulysses]).
           sum += language_model_loss(*model_, batch, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
         }

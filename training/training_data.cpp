@@ -52,7 +52,9 @@ void build_image_text_splits(const settings::TrainingArguments& args, const std:
 
 // --is-instruction-dataset: the conversations of PREFIX split by --split into contiguous ranges,
 // each read in a new order every pass (Note [Instruction data]).
-void build_instruction_splits(const settings::TrainingArguments& args, const std::array<double, 3>& split, TrainingData& result) {
+// --padded-samples pads each pass to whole global batches of `global_batch`.
+void build_instruction_splits(const settings::TrainingArguments& args, const std::array<double, 3>& split, int64_t global_batch,
+                              TrainingData& result) {
   const io::data::InstructionRecords records = io::data::InstructionRecords::open(args.data_path[0]);
   const int64_t pad = io::data::build_tokenizer(args.tokenizer)->eod();
   const auto bounds = io::data::split_boundaries(split, records.size());
@@ -65,18 +67,23 @@ void build_instruction_splits(const settings::TrainingArguments& args, const std
     }
     result.splits[s] = std::make_shared<io::data::InstructionDataset>(records, bounds[s], count, args.seq_length + 1, pad,
                                                                       args.seed + static_cast<uint64_t>(s), result.samples_needed[s],
-                                                                      args.variable_seq_lengths);
+                                                                      args.variable_seq_lengths, args.padded_samples ? global_batch : 1);
   }
   result.summary.push_back(fmt::format("instruction data: {} conversations of {} (train {}, validation {}, test {}), padded to {} "
                                        "tokens with id {}{}, the loss on the assistants' tokens",
                                        records.size(), args.data_path[0], bounds[1] - bounds[0], bounds[2] - bounds[1],
                                        bounds[3] - bounds[2], args.seq_length + 1, pad,
                                        args.variable_seq_lengths ? " (each micro-batch cut to its longest, --variable-seq-lengths)" : ""));
+  if (args.padded_samples) {
+    result.summary.push_back(fmt::format("--padded-samples: each pass over a split padded with its first conversations to a "
+                                         "multiple of the global batch ({})", global_batch));
+  }
   if (!args.data_cache_path.empty()) result.summary.push_back("--data-cache-path: instruction samples have no indices to cache");
 }
 
 // The datasets of the splits, each sized for the samples the run reads from it.
-void build_splits(const settings::TrainingArguments& args, bool writes_index_cache, const std::array<double, 3>& split, TrainingData& result) {
+void build_splits(const settings::TrainingArguments& args, bool writes_index_cache, const std::array<double, 3>& split,
+                  int64_t global_batch, TrainingData& result) {
   if (args.mock_data) {
     const int64_t vocab = args.tokenizer_vocab_size;
     for (int s = 0; s < 3; ++s) {
@@ -90,7 +97,7 @@ void build_splits(const settings::TrainingArguments& args, bool writes_index_cac
     return;
   }
   if (io::data::is_image_text_path(args.data_path)) return build_image_text_splits(args, split, result);
-  if (args.is_instruction_dataset) return build_instruction_splits(args, split, result);
+  if (args.is_instruction_dataset) return build_instruction_splits(args, split, global_batch, result);
   io::data::DatasetSplits built = io::data::build_gpt_datasets(io::data::parse_data_blend(args.data_path), split, result.samples_needed,
                                                        args.seq_length, args.seed, {args.data_cache_path, writes_index_cache});
   result.splits = built.splits;
@@ -111,7 +118,42 @@ MicroBatch with_extras(const io::data::SampleSource& source, int64_t first, Micr
   return batch;
 }
 
+// Megatron's get_ltor_masks_and_position_ids, on the document ids: each input token's document
+// (the source's, or counted from the end-of-document tokens before it) and its position in it.
+MicroBatch with_documents(const io::data::SampleSource& source, int64_t first, const DocumentBoundaries& rule, MicroBatch batch) {
+  const int64_t micro = batch.tokens.size(0), seq = batch.tokens.size(1) - 1;
+  const at::Tensor input = batch.tokens.narrow(1, 0, seq);
+  const at::Tensor is_eod = input.eq(rule.eod);
+  if (rule.eod_mask_loss) {
+    const at::Tensor kept = is_eod.logical_not().to(torch::kFloat);
+    batch.loss_mask = batch.loss_mask.defined() ? batch.loss_mask * kept : kept;
+  }
+  if (!rule.reset_position_ids && !rule.reset_attention_mask) return batch;
+  at::Tensor documents = torch::empty({micro, source.sample_length() - 1}, torch::kLong);
+  bool recorded = true;
+  for (int64_t i = 0; i < micro; ++i) recorded = source.sample_documents(first + i, documents[i].data_ptr<int64_t>()) && recorded;
+  if (recorded) {
+    documents = documents.narrow(1, 0, seq).contiguous();
+  } else {  // a token after an end of document starts the next one
+    const at::Tensor ends = is_eod.to(torch::kLong);
+    documents = ends.cumsum(1) - ends;
+  }
+  if (rule.reset_attention_mask) batch.document_ids = documents;
+  if (rule.reset_position_ids) {
+    const at::Tensor index = torch::arange(seq, torch::kLong).expand({micro, seq});
+    at::Tensor starts = torch::ones({micro, seq}, torch::kBool);
+    if (seq > 1) starts.narrow(1, 1, seq - 1).copy_(documents.narrow(1, 1, seq - 1).ne(documents.narrow(1, 0, seq - 1)));
+    const at::Tensor start_of = std::get<0>(torch::where(starts, index, torch::zeros_like(index)).cummax(1));
+    batch.position_ids = index - start_of;
+  }
+  return batch;
+}
+
 }  // namespace
+
+DocumentBoundaries DocumentBoundaries::of(const settings::TrainingArguments& args) {
+  return {args.reset_position_ids, args.reset_attention_mask, args.eod_mask_loss, args.tokenizer_eod};
+}
 
 TrainingData build_training_data(const settings::TrainingArguments& args, int64_t global_batch, bool writes_index_cache,
                                  int64_t training_samples) {
@@ -129,7 +171,7 @@ TrainingData build_training_data(const settings::TrainingArguments& args, int64_
   result.samples_needed[io::data::kValid] =
       split[io::data::kValid] > 0 ? checked_product({evaluations, eval_iters, batch}, "the validation samples") : 0;
   result.samples_needed[io::data::kTest] = split[io::data::kTest] > 0 ? checked_product({eval_iters, batch}, "the test samples") : 0;
-  build_splits(args, writes_index_cache, split, result);
+  build_splits(args, writes_index_cache, split, global_batch, result);
   if (args.dataloader_type == "cyclic") {
     auto& train = result.splits[io::data::kTrain];
     train = std::make_shared<CyclicSamples>(train, result.samples_needed[io::data::kTrain], args.micro_batch_size);
@@ -139,11 +181,12 @@ TrainingData build_training_data(const settings::TrainingArguments& args, int64_
 }
 
 MicroBatch MicroBatch::to(const c10::Device& device) const {
-  return {tokens.to(device), loss_mask.defined() ? loss_mask.to(device) : loss_mask, images.defined() ? images.to(device) : images};
+  auto moved = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return {tokens.to(device), moved(loss_mask), moved(images), moved(position_ids), moved(document_ids)};
 }
 
 MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
-                            int64_t vocab_size) {
+                            int64_t vocab_size, const DocumentBoundaries& documents) {
   MicroBatch batch;
   batch.tokens = torch::empty({slice.micro_batch_size, source.sample_length()}, torch::kLong);
   const int64_t first = consumed + (micro * slice.dp_size + slice.dp_rank) * slice.micro_batch_size;
@@ -160,10 +203,11 @@ MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consum
   // --variable-seq-lengths: as wide as the longest sample (at least one label).
   int64_t width = 2;
   for (int64_t i = 0; i < slice.micro_batch_size; ++i) width = std::max(width, source.unpadded_length(first + i));
-  if (width == source.sample_length()) return batch;
-  batch.tokens = batch.tokens.narrow(1, 0, width).contiguous();
-  if (batch.loss_mask.defined()) batch.loss_mask = batch.loss_mask.narrow(1, 0, width - 1).contiguous();
-  return batch;
+  if (width != source.sample_length()) {
+    batch.tokens = batch.tokens.narrow(1, 0, width).contiguous();
+    if (batch.loss_mask.defined()) batch.loss_mask = batch.loss_mask.narrow(1, 0, width - 1).contiguous();
+  }
+  return documents.any() ? with_documents(source, first, documents, std::move(batch)) : batch;
 }
 
 }  // namespace megacpp::training

@@ -41,13 +41,26 @@ struct MicroBatch {
   at::Tensor tokens;     // [micro, seq + 1] int64
   at::Tensor loss_mask;  // [micro, seq] float, 1 where the label counts; undefined: every label counts
   at::Tensor images;     // [images, channels, size, size] float, the samples' in order; undefined: none
+  // Note [Packed documents]: of the seq input tokens, [micro, seq] int64; undefined: not reset.
+  at::Tensor position_ids, document_ids;
   MicroBatch to(const c10::Device& device) const;
+};
+
+// Megatron's document-boundary flags. A document ends at the tokenizer's end-of-document token
+// (which belongs to it), or where the data says (instruction data: its conversations).
+struct DocumentBoundaries {
+  bool reset_position_ids = false;    // --reset-position-ids
+  bool reset_attention_mask = false;  // --reset-attention-mask
+  bool eod_mask_loss = false;         // --eod-mask-loss: no loss where the input token is the end of document
+  int64_t eod = -1;
+  bool any() const { return reset_position_ids || reset_attention_mask || eod_mask_loss; }
+  static DocumentBoundaries of(const settings::TrainingArguments& args);
 };
 
 // Micro-batch `micro` of the global batch that starts at sample `consumed`. Throws
 // std::runtime_error if a token id is outside [0, vocab_size) of the tokenizer: data made with
 // another tokenizer than --tokenizer-type (image-text data is tokenized as it is read).
 MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consumed, int64_t micro, const BatchSlice& slice,
-                            int64_t vocab_size);
+                            int64_t vocab_size, const DocumentBoundaries& documents = {});
 
 }  // namespace megacpp::training

@@ -8,6 +8,7 @@
 
 #include "io/data/chat_template.h"
 #include "io/data/indexed_dataset.h"
+#include "io/data/sample_packing.h"
 
 namespace megacpp::io::data {
 namespace {
@@ -99,17 +100,27 @@ Value sharegpt(const json& line, const json& keys, const std::string& where) {
 
 class Datasets {
  public:
-  Datasets(const std::string& prefix, int64_t vocab_size)
+  // `documents_dtype`: of the attention-mask dataset, wide enough for the conversations of a pack.
+  Datasets(const std::string& prefix, int64_t vocab_size, TokenDtype documents_dtype)
       : ids_(create_token_dataset(instruction_input_ids_path(prefix), dtype_for_vocab_size(vocab_size))),
         labels_(create_token_dataset(instruction_labels_path(prefix), TokenDtype::kInt32)),
-        mask_(create_token_dataset(instruction_attention_mask_path(prefix), TokenDtype::kUInt8)) {}
+        mask_(create_token_dataset(instruction_attention_mask_path(prefix), documents_dtype)) {}
 
-  void add(const ConversationTokens& tokens) {
-    std::vector<int64_t> labels(tokens.ids.size()), mask(tokens.ids.size(), 1);
-    for (size_t i = 0; i < labels.size(); ++i) labels[i] = tokens.trained[i] ? tokens.ids[i] : kIgnoreIndex;
-    const auto n = static_cast<int64_t>(tokens.ids.size());
+  // One sample: the conversations one after another, the attention mask numbering them 1, 2, ...
+  void add(const std::vector<const ConversationTokens*>& pack) {
+    std::vector<int64_t> ids, labels, mask;
+    for (size_t c = 0; c < pack.size(); ++c) {
+      const ConversationTokens& tokens = *pack[c];
+      for (size_t i = 0; i < tokens.ids.size(); ++i) {
+        ids.push_back(tokens.ids[i]);
+        // A first token has nothing before it in its conversation to be predicted from.
+        labels.push_back(tokens.trained[i] && i > 0 ? tokens.ids[i] : kIgnoreIndex);
+        mask.push_back(static_cast<int64_t>(c + 1));
+      }
+    }
+    const auto n = static_cast<int64_t>(ids.size());
     using Column = std::pair<TokenDatasetWriter*, const std::vector<int64_t>*>;
-    for (const Column& column : {Column{ids_.get(), &tokens.ids}, Column{labels_.get(), &labels}, Column{mask_.get(), &mask}}) {
+    for (const Column& column : {Column{ids_.get(), &ids}, Column{labels_.get(), &labels}, Column{mask_.get(), &mask}}) {
       column.first->add_sequence(column.second->data(), n);
       column.first->end_document();
     }
@@ -122,6 +133,19 @@ class Datasets {
  private:
   std::unique_ptr<TokenDatasetWriter> ids_, labels_, mask_;
 };
+
+// The conversations in packs of at most `seq_length` tokens (--pack), written longest first.
+void write_packed(Datasets& datasets, const std::vector<ConversationTokens>& conversations, int64_t seq_length,
+                  InstructionResult& result) {
+  std::vector<int64_t> lengths;
+  for (const auto& c : conversations) lengths.push_back(static_cast<int64_t>(c.ids.size()));
+  for (const auto& members : pack_samples(lengths, seq_length)) {
+    std::vector<const ConversationTokens*> pack;
+    for (int64_t m : members) pack.push_back(&conversations[static_cast<size_t>(m)]);
+    datasets.add(pack);
+    ++result.packs;
+  }
+}
 
 // The end-of-document token as text, for --prompt-type empty ("" when it has none).
 std::string eos_text(const Tokenizer& tokenizer) {
@@ -137,7 +161,29 @@ std::string eos_text(const Tokenizer& tokenizer) {
 std::string instruction_input_ids_path(const std::string& prefix) { return prefix + "_packed_input_ids_document"; }
 std::string instruction_labels_path(const std::string& prefix) { return prefix + "_packed_labels_document"; }
 std::string instruction_attention_mask_path(const std::string& prefix) { return prefix + "_packed_attention_mask_document"; }
+std::string instruction_template_path(const std::string& prefix) { return prefix + "_packed_template.json"; }
 bool is_instruction_handler(const std::string& handler) { return handler == kAlpaca || handler == kShareGpt; }
+
+void check_instruction_prompt_type(const std::string& prefix, const std::string& prompt_type) {
+  const std::string path = instruction_template_path(prefix);
+  std::ifstream in(path);
+  if (!in) {
+    throw std::invalid_argument("--prompt-type " + prompt_type + ": " + path + " is missing, so nothing says which chat template "
+                                "rendered " + prefix + " (remake it with megacpp-preprocess, or leave --prompt-type out)");
+  }
+  json record;
+  try {
+    record = json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
+  }
+  const std::string made = record.value("prompt_type", std::string());
+  if (made != prompt_type) {
+    throw std::invalid_argument("--prompt-type " + prompt_type + ": " + prefix + " was rendered with " +
+                                (made.empty() ? "its tokenizer folder's chat template" : "--prompt-type " + made) + " (" + path +
+                                "): preprocess it again with --prompt-type " + prompt_type + " or give the same template here");
+  }
+}
 
 Value conversation_of(const json& line, const std::string& handler, const json& map_keys, const std::string& where) {
   if (!line.is_object()) throw std::invalid_argument(where + ": expected a JSON object");
@@ -164,7 +210,9 @@ InstructionResult preprocess_instructions(const InstructionOptions& options, std
   std::ifstream in(options.input);
   if (!in) throw std::invalid_argument("--input " + options.input + ": cannot open");
   const auto start = std::chrono::steady_clock::now();
-  Datasets datasets(options.output_prefix, tokenizer->vocab_size());
+  if (options.pack && options.seq_length <= 0) throw std::invalid_argument("--pack needs --seq-length, the tokens of a pack");
+  Datasets datasets(options.output_prefix, tokenizer->vocab_size(), options.pack ? TokenDtype::kInt32 : TokenDtype::kUInt8);
+  std::vector<ConversationTokens> to_pack;
   InstructionResult result;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
@@ -182,14 +230,22 @@ InstructionResult preprocess_instructions(const InstructionOptions& options, std
       throw std::invalid_argument(where + ": " + std::to_string(n) + " tokens, longer than --seq-length " +
                                   std::to_string(options.seq_length));
     }
-    datasets.add(tokens);
+    if (options.pack) {
+      to_pack.push_back(tokens);
+    } else {
+      datasets.add({&tokens});
+      ++result.packs;
+    }
     ++result.samples;
     result.tokens += n;
     for (uint8_t t : tokens.trained) result.trained_tokens += t;
     if (progress && result.samples % options.log_interval == 0) *progress << "processed " << result.samples << " samples\n";
   }
   if (result.samples == 0) throw std::invalid_argument("--input " + options.input + ": no samples");
+  if (options.pack) write_packed(datasets, to_pack, options.seq_length, result);
   datasets.finalize();
+  std::ofstream(instruction_template_path(options.output_prefix)) << json{{"prompt_type", options.prompt_type}, {"template", chat.name()}}.dump(2)
+                                                                  << "\n";
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

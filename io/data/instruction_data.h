@@ -12,7 +12,13 @@
 //   PREFIX_packed_input_ids_document       the tokens
 //   PREFIX_packed_labels_document          the tokens the loss counts, -100 elsewhere (IGNORE_INDEX)
 //   PREFIX_packed_attention_mask_document  1 per token
-// which training reads by PREFIX (--data-path PREFIX --is-instruction-dataset).
+// which training reads by PREFIX (--data-path PREFIX --is-instruction-dataset). With --pack the
+// conversations are packed, several to a sequence of at most --seq-length tokens
+// (io/data/sample_packing.h), and the attention mask numbers them 1, 2, ... within it (as
+// MindSpeed-LLM's --neat-pack, LLaMA-Factory's neat_packing), which training reads with
+// --reset-attention-mask and --reset-position-ids (Note [Packed documents] in
+// models/language_model.h). A conversation's first label is never counted, so no loss crosses
+// from one conversation of a pack into the next.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,12 @@ inline constexpr int64_t kIgnoreIndex = -100;  // a label the loss skips (PyTorc
 std::string instruction_input_ids_path(const std::string& prefix);
 std::string instruction_labels_path(const std::string& prefix);
 std::string instruction_attention_mask_path(const std::string& prefix);
+// PREFIX_packed_template.json: {"prompt_type": --prompt-type ("" for the tokenizer folder's
+// template), "template": its name}, which chat template rendered the conversations.
+std::string instruction_template_path(const std::string& prefix);
+// Training's --prompt-type: throws std::invalid_argument naming the file and both templates
+// unless PREFIX's conversations were rendered with `prompt_type`.
+void check_instruction_prompt_type(const std::string& prefix, const std::string& prompt_type);
 // Whether `handler` (--handler-name) is one of the instruction handlers.
 bool is_instruction_handler(const std::string& handler);
 
@@ -42,6 +54,7 @@ struct InstructionOptions {
   std::string prompt_type;    // --prompt-type; empty: the tokenizer folder's chat template
   std::string map_keys;       // --map-keys: a JSON object, or empty
   int64_t seq_length = 0;     // --seq-length: longer conversations are refused (0: any length)
+  bool pack = false;          // --pack: several conversations to a sequence of --seq-length tokens
   int64_t log_interval = 1000;
   TokenizerOptions tokenizer;
 };
@@ -53,6 +66,7 @@ jinja::Value conversation_of(const nlohmann::json& line, const std::string& hand
 
 struct InstructionResult {
   int64_t samples = 0, tokens = 0, trained_tokens = 0;
+  int64_t packs = 0;  // the sequences written (the samples, without --pack)
   double seconds = 0;
 };
 

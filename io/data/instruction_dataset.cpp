@@ -9,16 +9,18 @@
 namespace megacpp::io::data {
 
 InstructionRecords InstructionRecords::open(const std::string& prefix) {
-  InstructionRecords r{prefix, open_token_dataset(instruction_input_ids_path(prefix)), open_token_dataset(instruction_labels_path(prefix))};
-  if (r.ids->num_sequences() != r.labels->num_sequences()) {
-    throw std::runtime_error(r.labels->path() + ": " + std::to_string(r.labels->num_sequences()) + " conversations, but " +
-                             r.ids->path() + " has " + std::to_string(r.ids->num_sequences()));
-  }
-  for (int64_t i = 0; i < r.size(); ++i) {
-    if (r.ids->sequence_length(i) != r.labels->sequence_length(i)) {
-      throw std::runtime_error(r.labels->path() + ": conversation " + std::to_string(i) + " has " +
-                               std::to_string(r.labels->sequence_length(i)) + " labels for " + std::to_string(r.ids->sequence_length(i)) +
-                               " ids");
+  InstructionRecords r{prefix, open_token_dataset(instruction_input_ids_path(prefix)), open_token_dataset(instruction_labels_path(prefix)),
+                       open_token_dataset(instruction_attention_mask_path(prefix))};
+  for (const auto& other : {r.labels, r.documents}) {
+    if (r.ids->num_sequences() != other->num_sequences()) {
+      throw std::runtime_error(other->path() + ": " + std::to_string(other->num_sequences()) + " samples, but " + r.ids->path() +
+                               " has " + std::to_string(r.ids->num_sequences()));
+    }
+    for (int64_t i = 0; i < r.size(); ++i) {
+      if (r.ids->sequence_length(i) != other->sequence_length(i)) {
+        throw std::runtime_error(other->path() + ": sample " + std::to_string(i) + " has " + std::to_string(other->sequence_length(i)) +
+                                 " values for " + std::to_string(r.ids->sequence_length(i)) + " ids");
+      }
     }
   }
   if (r.size() == 0) throw std::runtime_error(r.ids->path() + ": no conversations");
@@ -26,7 +28,7 @@ InstructionRecords InstructionRecords::open(const std::string& prefix) {
 }
 
 InstructionDataset::InstructionDataset(InstructionRecords records, int64_t first, int64_t count, int64_t sample_length,
-                                       int64_t pad_id, uint64_t seed, int64_t size, bool variable_lengths)
+                                       int64_t pad_id, uint64_t seed, int64_t size, bool variable_lengths, int64_t pass_multiple)
     : records_(std::move(records)), sample_length_(sample_length), pad_id_(pad_id), variable_lengths_(variable_lengths) {
   if (count <= 0 || first < 0 || first + count > records_.size()) {
     throw std::invalid_argument("InstructionDataset: conversations [" + std::to_string(first) + ", " + std::to_string(first + count) +
@@ -40,7 +42,7 @@ InstructionDataset::InstructionDataset(InstructionRecords records, int64_t first
                                   "); raise --seq-length or leave it out of the data (megacpp-preprocess --seq-length)");
     }
   }
-  order_ = shuffled_passes(first, count, size, seed);
+  order_ = shuffled_passes(first, count, size, seed, pass_multiple);
 }
 
 int64_t InstructionDataset::conversation(int64_t index) const {
@@ -64,6 +66,13 @@ void InstructionDataset::sample_extras(int64_t index, uint8_t* loss_mask, std::v
   records_.labels->read(c, 0, length, labels.data());
   // Label i is token i + 1.
   for (int64_t i = 0; i + 1 < sample_length_; ++i) loss_mask[i] = i + 1 < length && labels[static_cast<size_t>(i + 1)] != kIgnoreIndex;
+}
+
+bool InstructionDataset::sample_documents(int64_t index, int64_t* out) const {
+  const int64_t c = conversation(index), length = std::min(records_.documents->sequence_length(c), sample_length_ - 1);
+  records_.documents->read(c, 0, length, out);
+  std::fill(out + length, out + sample_length_ - 1, int64_t{0});
+  return true;
 }
 
 }  // namespace megacpp::io::data

@@ -39,15 +39,18 @@ void shuffle_range(std::vector<T>& values, size_t begin, size_t end, SplitMix64&
 }
 
 // Records [first, first + count) read pass after pass, each pass in a new order drawn from
-// `seed`: the record of each of `size` samples.
-inline std::vector<int64_t> shuffled_passes(int64_t first, int64_t count, int64_t size, uint64_t seed) {
+// `seed`: the record of each of `size` samples. With `pass_multiple` > 1 each pass is followed
+// by records first, first + 1, ... (MindSpeed-LLM's --padded-samples) until the samples so far
+// are a multiple of it, so that no global batch of that many holds two passes.
+inline std::vector<int64_t> shuffled_passes(int64_t first, int64_t count, int64_t size, uint64_t seed, int64_t pass_multiple = 1) {
   SplitMix64 rng(seed);
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(size));
-  for (int64_t pass_start = 0; pass_start < size; pass_start += count) {
+  while (static_cast<int64_t>(order.size()) < size) {
     const size_t begin = order.size();
     for (int64_t r = 0; r < count; ++r) order.push_back(first + r);
     shuffle_range(order, begin, order.size(), rng);
+    for (int64_t r = 0; static_cast<int64_t>(order.size()) % pass_multiple != 0; ++r) order.push_back(first + r % count);
   }
   order.resize(static_cast<size_t>(size));
   return order;

@@ -34,6 +34,10 @@ class SampleSource {
   virtual void sample_extras(int64_t index, uint8_t* loss_mask, std::vector<float>& pixels) const {
     std::fill(loss_mask, loss_mask + sample_length() - 1, uint8_t{1});
   }
+  // Writes which document each of the sample's sample_length() - 1 input tokens belongs to (equal
+  // ids within one) and returns true, for a source that records it (instruction data: its
+  // conversations, packed or one per sample); false: documents end at the end-of-document token.
+  virtual bool sample_documents(int64_t /*index*/, int64_t* /*out*/) const { return false; }
 };
 
 }  // namespace megacpp::io::data

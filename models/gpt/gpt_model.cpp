@@ -25,10 +25,10 @@ GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
 
 // Causal multi-head self-attention; q, k and v come from one projection, [q | k | v] along
 // its output rows, each split into heads.
-at::Tensor GptBlock::attention(const at::Tensor& x) {
+at::Tensor GptBlock::attention(const at::Tensor& x, const at::Tensor& documents) {
   const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);
   auto qkv = (*c_attn_)(x).view({batch, seq, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
-  at::Tensor out = (*core_attention_)({qkv[0], qkv[1], qkv[2]})[0];  // [b, heads, s, d]
+  at::Tensor out = (*core_attention_)({qkv[0], qkv[1], qkv[2], documents})[0];  // [b, heads, s, d]
   return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, dim}));
 }
 
@@ -36,9 +36,12 @@ at::Tensor GptBlock::mlp(const at::Tensor& x) {
   return (*mlp_proj_)(torch::gelu((*c_fc_)(x), openai_gelu_ ? "tanh" : "none"));
 }
 
-at::Tensor GptBlock::forward(const at::Tensor& hidden) {
-  at::Tensor h = hidden + torch::dropout(attention((*ln_1_)(hidden)), hidden_dropout_, is_training());
-  return h + torch::dropout(mlp((*ln_2_)(h)), hidden_dropout_, is_training());
+parallel::Module::Tensors GptBlock::forward_tensors(const Tensors& inputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 2, "GPT2Block takes hidden states and documents, got ", inputs.size(), " tensors");
+  const at::Tensor& hidden = inputs[0];
+  const at::Tensor documents = inputs.size() > 1 ? inputs[1] : at::Tensor();
+  at::Tensor h = hidden + torch::dropout(attention((*ln_1_)(hidden), documents), hidden_dropout_, is_training());
+  return {h + torch::dropout(mlp((*ln_2_)(h)), hidden_dropout_, is_training())};
 }
 
 GptModel::GptModel(const GptConfig& config, const at::TensorOptions& options)
@@ -52,14 +55,21 @@ GptModel::GptModel(const GptConfig& config, const at::TensorOptions& options)
                                                               config.apply_layernorm_1p));
 }
 
-at::Tensor GptModel::forward(const at::Tensor& ids) {
+parallel::Module::Tensors GptModel::forward_tensors(const Tensors& inputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 6 && (inputs.size() <= kModelExtra || !inputs[kModelExtra].defined()),
+              "GptModel takes token ids, position ids, documents, labels and a loss mask (no embeddings)");
+  const at::Tensor& ids = inputs[kTokenIds];
   TORCH_CHECK(ids.dim() == 2, "GptModel expects token ids [batch, seq], got ", ids.sizes());
   TORCH_CHECK(ids.size(1) <= config_.max_position_embeddings, "sequence of ", ids.size(1),
               " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
-  at::Tensor positions = torch::arange(ids.size(1), ids.options());
+  const bool given = inputs.size() > kPositionIds && inputs[kPositionIds].defined();
+  const at::Tensor positions = given ? inputs[kPositionIds] : torch::arange(ids.size(1), ids.options());
+  const at::Tensor documents = inputs.size() > kDocumentIds ? inputs[kDocumentIds] : at::Tensor();
   at::Tensor h = torch::dropout((*wte_)(ids) + (*wpe_)(positions), config_.hidden_dropout, is_training());
-  for (auto& block : *h_) h = (*block->as<GptBlock>())(h);
-  return torch::linear((*ln_f_)(h), wte_->weight());
+  for (auto& block : *h_) h = (*block->as<GptBlock>())(Tensors{h, documents})[0];
+  h = (*ln_f_)(h);
+  if (inputs.size() > kLabels && inputs[kLabels].defined()) return {chunked_loss(h, inputs, nullptr, wte_->weight())};
+  return {torch::linear(h, wte_->weight())};
 }
 
 }  // namespace megacpp::models

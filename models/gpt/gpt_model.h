@@ -25,10 +25,11 @@ class GptBlock : public parallel::Module {
   GptBlock(const GptConfig& config, const at::TensorOptions& options);
 
  protected:
-  at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
+  // {hidden [batch, seq, hidden], documents?} -> {hidden}
+  Tensors forward_tensors(const Tensors& inputs) override;
 
  private:
-  at::Tensor attention(const at::Tensor& x);
+  at::Tensor attention(const at::Tensor& x, const at::Tensor& documents);
   at::Tensor mlp(const at::Tensor& x);
 
   int64_t heads_;
@@ -45,6 +46,8 @@ class GptModel : public LanguageModel {
 
   int64_t vocab_size() const override { return config_.vocab_size; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
+  bool takes_packed_documents() const override { return true; }
+  bool takes_labels() const override { return true; }
   // Hugging Face's class name of each block, for wrap_policy.transformer_layer_cls_to_wrap.
   std::vector<std::pair<std::string, std::string>> module_classes() const override { return {{"GPT2Block", "h.{*}"}}; }
   // Megatron's layers are GPT-2's (attn.c_proj and mlp.c_proj share a last name).
@@ -58,7 +61,9 @@ class GptModel : public LanguageModel {
   }
 
  protected:
-  at::Tensor forward(const at::Tensor& ids) override;
+  // {ids [batch, seq], unused, position_ids?, documents?, labels?, loss_mask?} (ModelInput) ->
+  // {logits}, or with labels {their summed cross-entropy}
+  Tensors forward_tensors(const Tensors& inputs) override;
 
  private:
   GptConfig config_;

@@ -22,7 +22,12 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
   core_attention_ = register_module("core_attention", std::make_shared<CoreAttention>());
 }
 
-at::Tensor Attention::forward(const at::Tensor& hidden) {
+parallel::Module::Tensors Attention::forward_tensors(const Tensors& inputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 3, "Attention takes hidden states, position ids and documents, got ",
+              inputs.size(), " tensors");
+  const at::Tensor& hidden = inputs[0];
+  const at::Tensor positions = inputs.size() > 1 ? inputs[1] : at::Tensor();
+  const at::Tensor documents = inputs.size() > 2 ? inputs[2] : at::Tensor();
   at::Tensor q_flat = (*q_proj_)(hidden), k_flat = (*k_proj_)(hidden), v_flat = (*v_proj_)(hidden);
   // Shapes are read from the projections, not from `hidden`: with Ulysses sequence parallelism
   // (Note [Ulysses]) they hold the whole sequence and a share of the heads.
@@ -32,15 +37,15 @@ at::Tensor Attention::forward(const at::Tensor& hidden) {
     at::Tensor heads = x.view({batch, seq, -1, head_dim_});
     return (norm ? (*norm)(heads) : heads).transpose(1, 2);
   };
-  at::Tensor q = rotary_.apply(split_heads(q_flat, q_norm_));
-  at::Tensor k = rotary_.apply(split_heads(k_flat, k_norm_));
+  at::Tensor q = rotary_.apply(split_heads(q_flat, q_norm_), positions);
+  at::Tensor k = rotary_.apply(split_heads(k_flat, k_norm_), positions);
   at::Tensor v = split_heads(v_flat, nullptr);
   if (kv_heads_ != heads_) {  // each key/value head serves heads/kv_heads query heads
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);
   }
-  at::Tensor out = (*core_attention_)({q, k, v})[0];  // [b, heads, s, d]
-  return (*o_proj_)(out.transpose(1, 2).reshape({batch, seq, -1}));
+  at::Tensor out = (*core_attention_)({q, k, v, documents})[0];  // [b, heads, s, d]
+  return {(*o_proj_)(out.transpose(1, 2).reshape({batch, seq, -1}))};
 }
 
 }  // namespace megacpp::models

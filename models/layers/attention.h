@@ -23,7 +23,8 @@ struct AttentionShape {
 
 // Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,
 // Qwen2Attention with qkv_bias, or Qwen3Attention with qk_layernorm (children q_norm, k_norm
-// with weight [head_dim]); the softmax(q k^T) v itself is the child core_attention.
+// with weight [head_dim]); the softmax(q k^T) v itself is the child core_attention. Takes
+// {hidden [batch, seq, hidden], position_ids?, documents?} (Note [Packed documents]).
 class Attention : public parallel::Module {
  public:
   Attention(const AttentionShape& shape, const at::TensorOptions& options);
@@ -32,7 +33,7 @@ class Attention : public parallel::Module {
   int64_t kv_heads() const { return kv_heads_; }
 
  protected:
-  at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
+  Tensors forward_tensors(const Tensors& inputs) override;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;

@@ -6,6 +6,8 @@ namespace megacpp::models {
 
 // softmax(q k^T / sqrt(d) + causal mask) v over q, k, v [batch, heads, seq, head_dim], with
 // dropout on the probabilities while training: what Megatron calls a layer's core attention.
+// Given a fourth tensor, the document of each token [batch, seq] (Note [Packed documents] in
+// models/language_model.h), a token sees only the earlier tokens of its own document.
 // A module of its own, with no parameters, so that Megatron's selective recompute
 // (--recompute-granularity selective) recomputes exactly this part of each layer.
 class CoreAttention : public parallel::Module {
@@ -13,7 +15,7 @@ class CoreAttention : public parallel::Module {
   explicit CoreAttention(double dropout = 0.0);
 
  protected:
-  Tensors forward_tensors(const Tensors& qkv) override;  // {q, k, v} -> {[batch, heads, seq, head_dim]}
+  Tensors forward_tensors(const Tensors& qkv) override;  // {q, k, v, documents?} -> {[batch, heads, seq, head_dim]}
 
  private:
   double dropout_;

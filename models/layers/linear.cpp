@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "models/layers/chunked_cross_entropy.h"
+
 namespace megacpp::models {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const at::TensorOptions& options)
@@ -19,6 +21,17 @@ void Linear::add_lora(int64_t rank, double alpha, double dropout) {
   lora_B_ = register_module("lora_B", std::make_shared<LoraUp>(rank, weight_.size(0), false, options));
   lora_scaling_ = alpha / static_cast<double>(rank);
   lora_dropout_ = dropout;
+}
+
+parallel::Module::Tensors Linear::forward_tensors(const Tensors& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  TORCH_CHECK(inputs.size() == 4, "Linear takes its input, or the input, labels, loss mask and chunk size, got ", inputs.size(),
+              " tensors");
+  TORCH_CHECK(!bias_.defined() && !lora_A_, "the chunked loss (--loss-compute-mode chunk) takes an output layer without a bias or "
+              "a LoRA adapter");
+  const at::Tensor& labels = inputs[1];
+  const at::Tensor counted = inputs[2].defined() ? inputs[2] : torch::ones(labels.sizes(), labels.options().dtype(torch::kBool));
+  return {chunked_linear_cross_entropy(inputs[0], weight_, labels, counted.to(torch::kFloat), inputs[3].item<int64_t>())};
 }
 
 at::Tensor Linear::forward(const at::Tensor& input) {

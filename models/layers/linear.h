@@ -7,7 +7,10 @@
 namespace megacpp::models {
 
 // y = x W^T (+ b). weight [out, in], bias [out]. With a LoRA adapter (add_lora, PEFT's LoRA):
-// y += lora_B(lora_A(dropout(x))) * alpha / rank.
+// y += lora_B(lora_A(dropout(x))) * alpha / rank. An output layer also takes {x [tokens, in],
+// labels [tokens], loss_mask [tokens] bool (undefined: all), chunk_size (0-dim int64)} and gives
+// {the summed cross-entropy of the counted labels} without making all logits at once (Note
+// [Chunked loss]); through the call operator, so that hooks (FSDP's gather) run as for y.
 class Linear : public parallel::Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, const at::TensorOptions& options);
@@ -21,6 +24,7 @@ class Linear : public parallel::Module {
   double lora_scaling() const { return lora_scaling_; }
 
  protected:
+  Tensors forward_tensors(const Tensors& inputs) override;
   at::Tensor forward(const at::Tensor& input) override;
 
  private:

@@ -4,7 +4,7 @@
 
 namespace megacpp::models {
 
-at::Tensor RotaryEmbedding::apply(const at::Tensor& x) const {
+at::Tensor RotaryEmbedding::apply(const at::Tensor& x, const at::Tensor& position_ids) const {
   const int64_t seq = x.size(-2);
   if (!cos_.defined() || cos_.size(0) != seq || cos_.device() != x.device()) {
     torch::NoGradGuard no_grad;
@@ -16,6 +16,12 @@ at::Tensor RotaryEmbedding::apply(const at::Tensor& x) const {
     sin_ = emb.sin();
   }
   at::Tensor cos = cos_.to(x.scalar_type()), sin = sin_.to(x.scalar_type());
+  if (position_ids.defined()) {  // [batch, seq] -> [batch, 1, seq, head_dim], one angle per token and every head
+    TORCH_CHECK(position_ids.dim() == 2 && position_ids.size(1) == seq, "rotary: position_ids must be [batch, ", seq, "], got ",
+                position_ids.sizes());
+    cos = cos.index({position_ids}).unsqueeze(1);
+    sin = sin.index({position_ids}).unsqueeze(1);
+  }
   const int64_t half = head_dim_ / 2;
   at::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;

@@ -9,8 +9,9 @@ namespace megacpp::models {
 class RotaryEmbedding {
  public:
   RotaryEmbedding(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
-  // x [batch, heads, seq, head_dim] rotated by position 0..seq-1.
-  at::Tensor apply(const at::Tensor& x) const;
+  // x [batch, heads, seq, head_dim] rotated by position 0..seq-1, or by `position_ids`
+  // [batch, seq] (each in [0, seq)) when given.
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& position_ids = {}) const;
 
  private:
   int64_t head_dim_;

@@ -67,7 +67,9 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, int64_t num_layer
   } catch (const std::exception&) {
     used = 0;
   }
-  require(used == text.size() && every >= 1, flag + "expected a positive integer or a list like [1,0,1,1]");
+  require(used == text.size() && every != 0, flag + "expected a non-zero integer or a list like [1,0,1,1]");
+  // Megatron's and MindSpeed-LLM's rule is Python's `layer % every == 0`: -N as N (MindSpeed-LLM's
+  // scripts write -1, every layer).
   for (int64_t layer = 0; layer < num_layers; ++layer) pattern.push_back(layer % every == 0);
   return pattern;
 }

@@ -86,7 +86,7 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"num-experts", "experts of each mixture-of-experts MLP (0: dense MLPs; Qwen3-MoE)", "0"},
       {"moe-router-topk", "experts each token is routed to", "2"},
       {"moe-ffn-hidden-size", "each expert's MLP hidden size (default: --ffn-hidden-size)", "0"},
-      {"moe-layer-freq", "which layers are MoE: every N-th from the first, or a list [1,0,1,...]", "1"},
+      {"moe-layer-freq", "which layers are MoE: every N-th from the first (-N as N, -1 every layer), or a list [1,0,1,...]", "1"},
       {"first-k-dense-replace", "the first K layers dense, the rest as --moe-layer-freq says (MindSpeed-LLM's; <= 0: none)",
        "0"},
       {"moe-router-pre-softmax", "top-k of the softmax over all experts, not renormalized (default: renormalized)", "",

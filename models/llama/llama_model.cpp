@@ -25,9 +25,13 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, c
   }
 }
 
-at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden) {
-  at::Tensor h = hidden + (*self_attn_)((*input_layernorm_)(hidden));
-  return h + (*mlp_)((*post_attention_layernorm_)(h));
+parallel::Module::Tensors LlamaDecoderLayer::forward_tensors(const Tensors& inputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 3, "LlamaDecoderLayer takes hidden states, position ids and documents, got ",
+              inputs.size(), " tensors");
+  Tensors attention_inputs = inputs;
+  attention_inputs[0] = (*input_layernorm_)(inputs[0]);
+  at::Tensor h = inputs[0] + (*self_attn_)(attention_inputs)[0];
+  return {h + (*mlp_)((*post_attention_layernorm_)(h))};
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& options)
@@ -51,20 +55,23 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const at::TensorOptions& optio
 }
 
 parallel::Module::Tensors LlamaModel::forward_tensors(const Tensors& inputs) {
-  TORCH_CHECK(!inputs.empty() && inputs.size() <= 2, "LlamaModel takes token ids and optionally their embeddings, got ",
-              inputs.size(), " tensors");
+  TORCH_CHECK(!inputs.empty() && inputs.size() <= 6, "LlamaModel takes token ids, their embeddings, position ids, "
+              "documents, labels and a loss mask, got ", inputs.size(), " tensors");
   const at::Tensor& ids = inputs[0];
   TORCH_CHECK(ids.dim() == 2, "LlamaModel expects token ids [batch, seq], got ", ids.sizes());
   TORCH_CHECK(config_.max_position_embeddings <= 0 || ids.size(1) <= config_.max_position_embeddings,
               "sequence of ", ids.size(1), " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
-  const bool given = inputs.size() == 2 && inputs[1].defined();  // Hugging Face's inputs_embeds
+  const bool given = inputs.size() > kModelExtra && inputs[kModelExtra].defined();  // Hugging Face's inputs_embeds
   TORCH_CHECK(!given || (inputs[1].dim() == 3 && inputs[1].size(0) == ids.size(0) && inputs[1].size(1) == ids.size(1) &&
                          inputs[1].size(2) == config_.hidden_size),
               "LlamaModel: inputs_embeds must be [", ids.size(0), ", ", ids.size(1), ", ", config_.hidden_size, "], got ",
               inputs[1].sizes());
-  at::Tensor h = given ? inputs[1] : (*embed_tokens_)(ids);
-  for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(h);
+  at::Tensor h = given ? inputs[kModelExtra] : (*embed_tokens_)(ids);
+  const at::Tensor positions = inputs.size() > kPositionIds ? inputs[kPositionIds] : at::Tensor();
+  const at::Tensor documents = inputs.size() > kDocumentIds ? inputs[kDocumentIds] : at::Tensor();
+  for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(Tensors{h, positions, documents})[0];
   h = (*norm_)(h);
+  if (inputs.size() > kLabels && inputs[kLabels].defined()) return {chunked_loss(h, inputs, lm_head_, embed_tokens_->weight())};
   return {lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight())};
 }
 

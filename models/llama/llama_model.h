@@ -29,7 +29,8 @@ class LlamaDecoderLayer : public parallel::Module {
                     const std::shared_ptr<LoadBalancingLoss>& balance);
 
  protected:
-  at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
+  // {hidden [batch, seq, hidden], position_ids?, documents?} -> {hidden}
+  Tensors forward_tensors(const Tensors& inputs) override;
 
  private:
   std::shared_ptr<RMSNorm> input_layernorm_, post_attention_layernorm_;
@@ -46,6 +47,8 @@ class LlamaModel : public LanguageModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   bool takes_inputs_embeds() const override { return true; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
+  bool takes_packed_documents() const override { return true; }
+  bool takes_labels() const override { return true; }
 
   // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen2DecoderLayer with
   // q/k/v biases, Qwen3DecoderLayer with qk_layernorm, Qwen3MoeDecoderLayer with experts; the
@@ -79,8 +82,9 @@ class LlamaModel : public LanguageModel {
   void set_auxiliary_loss_scale(double backward_scale) override;
 
  protected:
-  // {ids [batch, seq]} or {ids, inputs_embeds [batch, seq, hidden]} (a multimodal model's
-  // embeddings, ids then only give the shape) -> {logits}.
+  // {ids [batch, seq], inputs_embeds? [batch, seq, hidden] (a multimodal model's embeddings, ids
+  // then only give the shape), position_ids?, documents?, labels?, loss_mask?} (ModelInput) ->
+  // {logits}, or with labels {their summed cross-entropy}.
   Tensors forward_tensors(const Tensors& inputs) override;
 
  private:

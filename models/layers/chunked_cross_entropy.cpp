@@ -1,0 +1,68 @@
+#include "models/layers/chunked_cross_entropy.h"
+
+#include <torch/torch.h>
+
+namespace megacpp::models {
+namespace {
+
+// The dtype of the softmax and the sums: fp32, or fp64 for fp64 inputs.
+c10::ScalarType wide_type(const at::Tensor& hidden) { return hidden.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat; }
+
+struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossEntropy> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                            const at::Tensor& labels, const at::Tensor& weights, int64_t chunk_size) {
+    const int64_t tokens = hidden.size(0);
+    const auto wide = wide_type(hidden);
+    const bool want_hidden = hidden.requires_grad(), want_weight = weight.requires_grad();
+    at::Tensor grad_hidden = want_hidden ? torch::empty_like(hidden) : at::Tensor();
+    at::Tensor grad_weight = want_weight ? torch::zeros(weight.sizes(), weight.options().dtype(wide)) : at::Tensor();
+    at::Tensor loss = torch::zeros({}, hidden.options().dtype(wide));
+    for (int64_t start = 0; start < tokens; start += chunk_size) {
+      const int64_t n = std::min(chunk_size, tokens - start);
+      const at::Tensor h = hidden.narrow(0, start, n), y = labels.narrow(0, start, n), w = weights.narrow(0, start, n).to(wide);
+      const at::Tensor log_probs = torch::log_softmax(torch::matmul(h, weight.t()).to(wide), -1);  // [n, vocab]
+      loss -= (log_probs.gather(1, y.unsqueeze(1)).squeeze(1) * w).sum();
+      if (!want_hidden && !want_weight) continue;
+      // d(w * CE)/dlogits = w * (softmax - onehot(y))
+      at::Tensor grad_logits = log_probs.exp_();
+      grad_logits.scatter_add_(1, y.unsqueeze(1), torch::full({n, 1}, -1.0f, grad_logits.options()));
+      grad_logits.mul_(w.unsqueeze(1));
+      const at::Tensor g = grad_logits.to(hidden.scalar_type());
+      if (want_hidden) grad_hidden.narrow(0, start, n).copy_(torch::matmul(g, weight));
+      if (want_weight) grad_weight.add_(torch::matmul(g.t(), h).to(wide));
+    }
+    ctx->save_for_backward({grad_hidden, want_weight ? grad_weight.to(weight.scalar_type()) : grad_weight});
+    return loss;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& scale = grads[0];
+    auto scaled = [&](const at::Tensor& g) { return g.defined() ? g * scale.to(g.scalar_type()) : g; };
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                        const at::Tensor& weights, int64_t chunk_size) {
+  TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1), "chunked loss: hidden [tokens, ",
+              weight.size(1), "] expected, got ", hidden.sizes());
+  TORCH_CHECK(labels.numel() == hidden.size(0) && weights.numel() == hidden.size(0), "chunked loss: ", hidden.size(0),
+              " tokens but ", labels.numel(), " labels and ", weights.numel(), " weights");
+  TORCH_CHECK(chunk_size > 0, "chunked loss: the chunk size must be positive, got ", chunk_size);
+  const auto wide = wide_type(hidden);
+  const bool differentiable = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  if (differentiable) return ChunkedLinearCrossEntropy::apply(hidden, weight, labels.reshape({-1}), weights.reshape({-1}), chunk_size);
+  at::Tensor loss = torch::zeros({}, hidden.options().dtype(wide));  // no gradients to make (validation)
+  for (int64_t start = 0; start < hidden.size(0); start += chunk_size) {
+    const int64_t n = std::min(chunk_size, hidden.size(0) - start);
+    const at::Tensor logits = torch::matmul(hidden.narrow(0, start, n), weight.t()).to(wide);
+    loss += (torch::cross_entropy_loss(logits, labels.reshape({-1}).narrow(0, start, n), {}, at::Reduction::None) *
+             weights.reshape({-1}).narrow(0, start, n).to(wide)).sum();
+  }
+  return loss;
+}
+
+}  // namespace megacpp::models
