@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "inference/greedy_decoding.h"
 
 namespace megacpp::inference {
 namespace {
@@ -18,36 +19,6 @@ at::Tensor images_of(const std::vector<io::data::ImageTextRecord>& records, size
   }
   const int64_t size = format.processing.size;
   return torch::from_blob(pixels.data(), {static_cast<int64_t>(end - begin), format.processing.channels, size, size}, torch::kFloat).clone();
-}
-
-// Greedy continuations of `prefix` [n, length] until every row has ended or `max_length`. Only
-// the tokenizer's ids compete (not the padded vocabulary's rest, nor the image token, which
-// would ask for another image); a row that has ended goes on with end-of-document tokens.
-std::vector<std::vector<int64_t>> continue_greedily(models::LanguageModel& model, at::Tensor ids, const at::Tensor& images,
-                                                    const io::data::Tokenizer& tokenizer, int64_t image_token_id, int64_t max_length) {
-  const int64_t rows = ids.size(0), eod = tokenizer.eod();
-  std::vector<std::vector<int64_t>> generated(static_cast<size_t>(rows));
-  std::vector<bool> ended(static_cast<size_t>(rows), false);
-  while (ids.size(1) < max_length && std::find(ended.begin(), ended.end(), false) != ended.end()) {
-    at::Tensor logits = model(parallel::Module::Tensors{ids, images})[0].select(1, ids.size(1) - 1).to(torch::kFloat);
-    logits.narrow(1, tokenizer.vocab_size(), logits.size(1) - tokenizer.vocab_size()).fill_(-INFINITY);
-    if (image_token_id < tokenizer.vocab_size()) logits.select(1, image_token_id).fill_(-INFINITY);
-    at::Tensor next = logits.argmax(-1);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (ended[r]) {
-        next[r] = eod;
-        continue;
-      }
-      const int64_t token = next[r].item<int64_t>();
-      if (token == eod) {
-        ended[r] = true;
-      } else {
-        generated[r].push_back(token);
-      }
-    }
-    ids = torch::cat({ids, next.unsqueeze(1)}, 1);
-  }
-  return generated;
 }
 
 }  // namespace
@@ -67,7 +38,8 @@ CaptionScore score_captions(models::LanguageModel& model, const std::vector<io::
       const auto& prompt = records[i].prompt;
       for (size_t t = 0; t < prompt.size(); ++t) ids[static_cast<int64_t>(i - begin)][format.tokens_per_image + static_cast<int64_t>(t)] = prompt[t];
     }
-    const auto generated = continue_greedily(model, ids, images_of(records, begin, end, format), tokenizer, format.image_token_id, max_length);
+    const GreedyDecoding how{tokenizer.vocab_size(), {format.image_token_id}, {tokenizer.eod()}, max_length};
+    const auto generated = continue_greedily(model, ids, images_of(records, begin, end, format), how);
     for (size_t i = begin; i < end; ++i) {
       std::vector<int64_t> reference(records[i].text.begin(), records[i].text.end() - 1);  // without the end of document
       Caption c{tokenizer.detokenize(generated[i - begin]), tokenizer.detokenize(reference), records[i].where};

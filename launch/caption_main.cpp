@@ -5,8 +5,6 @@
 // The tokenizer and image flags must be the training run's. Argument errors exit 2, failures 1.
 #include <cxxopts.hpp>
 #include <cstdio>
-#include <exception>
-#include <iostream>
 #include <stdexcept>
 #include <string>
 
@@ -14,11 +12,9 @@
 #include "checkpoint/model_args.h"
 #include "io/data/image_text_dataset.h"
 #include "inference/captioning.h"
-#include "megacpp/logging.h"
+#include "launch/inference_tool.h"
 #include "settings/flag_section.h"
-#include "settings/model_arguments.h"
 #include "models/model_flags.h"
-#include "models/registry.h"
 
 namespace {
 
@@ -48,12 +44,9 @@ cxxopts::Options make_options() {
 int caption(const cxxopts::ParseResult& r) {
   const std::string load = r["load"].as<std::string>(), path = r["data-path"].as<std::string>();
   if (load.empty() || path.empty()) throw std::invalid_argument("megacpp-caption needs --load and --data-path");
-  const std::string step = r["ckpt-step"].as<std::string>();
-  const auto reader = checkpoint::CheckpointReader::open(
-      load, step.empty() ? std::nullopt : std::optional<int64_t>(models::parse_flag_number<int64_t>("ckpt-step", step)), "--load");
-  if (!reader) throw std::runtime_error("--load " + load + " has no checkpoint");
-  const auto model = checkpoint::load_checkpoint_model(*reader);
-  const auto inputs = checkpoint::checkpoint_model(*reader)->image_inputs();
+  const auto reader = launch::open_checkpoint(r);
+  const auto model = checkpoint::load_checkpoint_model(reader);
+  const auto inputs = checkpoint::checkpoint_model(reader)->image_inputs();
   if (!inputs) throw std::invalid_argument("--load " + load + ": its model takes no images");
   io::data::TokenizerOptions tokenizer_options;
   tokenizer_options.type = r["tokenizer-type"].as<std::string>();
@@ -65,8 +58,8 @@ int caption(const cxxopts::ParseResult& r) {
   const io::data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image,
                                      {inputs->size, inputs->channels, settings::parse_channel_values("image-mean", r["image-mean"].as<std::string>()),
                                       settings::parse_channel_values("image-std", r["image-std"].as<std::string>())}};
-  const int64_t max_length = checkpoint::args_json(reader->object("args")).value("seq_length", int64_t{0});
-  if (max_length <= 0) throw std::runtime_error(reader->dir() + ": its args record no seq_length");
+  const int64_t max_length = checkpoint::args_json(reader.object("args")).value("seq_length", int64_t{0});
+  if (max_length <= 0) throw std::runtime_error(reader.dir() + ": its args record no seq_length");
   const auto records = io::data::read_image_text_file(path, *tokenizer, format, max_length + 1);
   const int64_t batch = models::parse_flag_number<int64_t>("micro-batch-size", r["micro-batch-size"].as<std::string>());
   if (batch <= 0) throw std::invalid_argument("--micro-batch-size must be positive");
@@ -78,33 +71,12 @@ int caption(const cxxopts::ParseResult& r) {
   }
   std::printf("caption accuracy: %.2f%% (%lld of %lld images of %s captioned as their reference by %s)\n",
               100.0 * score.accuracy(), static_cast<long long>(score.correct), static_cast<long long>(score.images), path.c_str(),
-              reader->dir().c_str());
+              reader.dir().c_str());
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options options = make_options();
-  cxxopts::ParseResult parsed;
-  try {
-    for (const auto& library : settings::model_libraries_in(argc, argv)) models::load_model_library(library);
-    parsed = options.parse(argc, argv);
-    if (parsed.count("help")) {
-      std::cout << options.help() << std::endl;
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
-    return 2;
-  }
-  try {
-    return caption(parsed);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "megacpp-caption: error: " << e.what() << std::endl;
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "megacpp-caption: error: " << megacpp::error_message(e) << std::endl;
-    return 1;
-  }
+  return megacpp::launch::run_inference_tool("megacpp-caption", make_options(), argc, argv, caption);
 }
