@@ -189,13 +189,13 @@ TEST(Arguments, MindSpeedLlmFlagsUnknownFlagsAndBadValuesAreRefusedInOneError) {
   const std::string negative = error_of({"--mock-data", "--no-such-flag", "-1"});
   EXPECT_NE(negative.find("--no-such-flag: unknown flag (see --help)"), std::string::npos) << negative;
   EXPECT_EQ(negative.find("--1"), std::string::npos) << negative;
-  const std::string error = error_of({"--mock-data", "--handler-name", "AlpacaStyleInstructionHandler", "--stage", "dpo", "--loss-chunk-size", "-1",
+  const std::string error = error_of({"--mock-data", "--handler-name", "AlpacaStyleInstructionHandler", "--stage", "dpo", "--prompt-type-path", "-1",
                                       "--lr", "x", "--log-interval", "0"});
   EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
   for (const std::string expected :
        {"--handler-name AlpacaStyleInstructionHandler: not supported (only GeneralPretrainHandler): --data-path's datasets",
-        "--stage dpo: not supported (only sft): MindSpeed-LLM's supervised fine-tuning", "--loss-chunk-size: not supported: MindSpeed-LLM's "
-        "chunked loss", "--lr: 'x' is not a valid number", "--log-interval must be positive"}) {
+        "--stage dpo: not supported (only sft): MindSpeed-LLM's supervised fine-tuning", "--prompt-type-path: not supported: a file of templates "
+        "for --prompt-type", "--lr: 'x' is not a valid number", "--log-interval must be positive"}) {
     EXPECT_NE(error.find(expected), std::string::npos) << expected << " in:\n" << error;
   }
   EXPECT_EQ(error.find("unexpected argument"), std::string::npos) << error;
