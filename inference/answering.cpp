@@ -67,7 +67,9 @@ AnswerScore score_answers(models::LanguageModel& model, const std::vector<Questi
                           const std::string& end_of_turn, int64_t max_new_tokens, int64_t batch_size, int64_t max_positions) {
   torch::NoGradGuard no_grad;
   model.eval();
-  GreedyDecoding how{tokenizer.vocab_size(), {}, {tokenizer.eod()}, 0};
+  GreedyDecoding how;
+  how.vocabulary = tokenizer.vocab_size();
+  how.stop = {tokenizer.eod()};
   how.finished = [&](const std::vector<int64_t>& generated) {
     return !end_of_turn.empty() && tokenizer.detokenize(generated).find(end_of_turn) != std::string::npos;
   };

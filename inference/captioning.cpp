@@ -38,7 +38,11 @@ CaptionScore score_captions(models::LanguageModel& model, const std::vector<io::
       const auto& prompt = records[i].prompt;
       for (size_t t = 0; t < prompt.size(); ++t) ids[static_cast<int64_t>(i - begin)][format.tokens_per_image + static_cast<int64_t>(t)] = prompt[t];
     }
-    const GreedyDecoding how{tokenizer.vocab_size(), {format.image_token_id}, {tokenizer.eod()}, max_length};
+    GreedyDecoding how;
+    how.vocabulary = tokenizer.vocab_size();
+    how.banned = {format.image_token_id};
+    how.stop = {tokenizer.eod()};
+    how.max_length = max_length;
     const auto generated = continue_greedily(model, ids, images_of(records, begin, end, format), how);
     for (size_t i = begin; i < end; ++i) {
       std::vector<int64_t> reference(records[i].text.begin(), records[i].text.end() - 1);  // without the end of document
