@@ -14,8 +14,7 @@ at::Tensor LanguageModel::chunked_loss(const at::Tensor& hidden, const Tensors& 
   TORCH_CHECK(labels.numel() == flat.size(0), name(), ": ", labels.numel(), " labels for ", flat.size(0), " tokens");
   const at::Tensor mask = inputs.size() > kLossMask && inputs[kLossMask].defined() ? inputs[kLossMask].reshape({-1}) : at::Tensor();
   if (output) return (*output)(Tensors{flat, labels, mask, torch::scalar_tensor(loss_chunk_size_, torch::kLong)})[0];
-  const at::Tensor counted = mask.defined() ? mask.to(torch::kFloat) : torch::ones({flat.size(0)}, flat.options().dtype(torch::kFloat));
-  return chunked_linear_cross_entropy(flat, tied_weight, labels, counted, loss_chunk_size_);
+  return chunked_linear_cross_entropy(flat, tied_weight, labels, mask, loss_chunk_size_);
 }
 
 }  // namespace megacpp::models

@@ -23,28 +23,26 @@ at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& b
   // The positions and documents are over the whole sequence (Note [Packed documents]).
   parallel::Module::Tensors inputs{input, batch.images};
   if (packed || model.loss_chunk_size() > 0) inputs.insert(inputs.end(), {batch.position_ids, batch.document_ids});
-  if (model.loss_chunk_size() > 0) {  // the model sums the loss (Note [Chunked loss])
-    inputs.push_back(labels);
-    inputs.push_back(mask.defined() ? mask.gt(0) : mask);
-    const at::Tensor sum = model(inputs)[0];
+  // The mean over the counted labels: of the whole sequences (summed over the Ulysses group).
+  auto per_label = [&](const at::Tensor& sum) {
     if (!mask.defined()) return sum / static_cast<double>(tokens);
     at::Tensor count = mask.sum();
     if (split) parallel::all_reduce(ulysses, count, parallel::ReduceOp::kSum).wait();
     return sum / count.clamp_min(1.0);
+  };
+  if (model.loss_chunk_size() > 0) {  // the model sums the loss (Note [Chunked loss])
+    inputs.push_back(labels);
+    inputs.push_back(mask.defined() ? mask.gt(0) : mask);
+    return per_label(model(inputs)[0]);
   }
   // [micro, seq, vocab]
   at::Tensor logits = batch.images.defined() || packed ? model(inputs)[0] : model(input);
   logits = logits.to(torch::kFloat).view({-1, model.vocab_size()});
   labels = labels.reshape({-1});
-  if (!mask.defined()) {
-    if (!split) return torch::cross_entropy_loss(logits, labels);
-    return torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum) / static_cast<double>(tokens);
-  }
-  mask = mask.reshape({-1});
+  if (!mask.defined() && !split) return torch::cross_entropy_loss(logits, labels);
+  if (!mask.defined()) return per_label(torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum));
   const at::Tensor losses = torch::cross_entropy_loss(logits, labels, {}, at::Reduction::None);
-  at::Tensor count = mask.sum();
-  if (split) parallel::all_reduce(ulysses, count, parallel::ReduceOp::kSum).wait();
-  return (losses * mask).sum() / count.clamp_min(1.0);
+  return per_label((losses * mask.reshape({-1})).sum());
 }
 
 }  // namespace megacpp::training

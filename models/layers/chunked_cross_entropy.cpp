@@ -8,31 +8,41 @@ namespace {
 // The dtype of the softmax and the sums: fp32, or fp64 for fp64 inputs.
 c10::ScalarType wide_type(const at::Tensor& hidden) { return hidden.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat; }
 
+struct ChunkSums {
+  at::Tensor loss, grad_hidden, grad_weight;  // the gradients undefined where not asked for
+};
+
+// The weighted loss chunk by chunk, and with it the gradients towards hidden and/or weight.
+ChunkSums sum_chunks(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, const at::Tensor& weights,
+                     int64_t chunk_size, bool want_hidden, bool want_weight) {
+  const int64_t tokens = hidden.size(0);
+  const auto wide = wide_type(hidden);
+  ChunkSums out{torch::zeros({}, hidden.options().dtype(wide)), want_hidden ? torch::empty_like(hidden) : at::Tensor(),
+                want_weight ? torch::zeros(weight.sizes(), weight.options().dtype(wide)) : at::Tensor()};
+  for (int64_t start = 0; start < tokens; start += chunk_size) {
+    const int64_t n = std::min(chunk_size, tokens - start);
+    const at::Tensor h = hidden.narrow(0, start, n), y = labels.narrow(0, start, n), w = weights.narrow(0, start, n).to(wide);
+    const at::Tensor log_probs = torch::log_softmax(torch::matmul(h, weight.t()).to(wide), -1);  // [n, vocab]
+    out.loss -= (log_probs.gather(1, y.unsqueeze(1)).squeeze(1) * w).sum();
+    if (!want_hidden && !want_weight) continue;
+    // d(w * CE)/dlogits = w * (softmax - onehot(y))
+    at::Tensor grad_logits = log_probs.exp();
+    grad_logits.scatter_add_(1, y.unsqueeze(1), torch::full({n, 1}, -1.0f, grad_logits.options()));
+    grad_logits.mul_(w.unsqueeze(1));
+    const at::Tensor g = grad_logits.to(hidden.scalar_type());
+    if (want_hidden) out.grad_hidden.narrow(0, start, n).copy_(torch::matmul(g, weight));
+    if (want_weight) out.grad_weight.add_(torch::matmul(g.t(), h).to(wide));
+  }
+  if (want_weight) out.grad_weight = out.grad_weight.to(weight.scalar_type());
+  return out;
+}
+
 struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
                             const at::Tensor& labels, const at::Tensor& weights, int64_t chunk_size) {
-    const int64_t tokens = hidden.size(0);
-    const auto wide = wide_type(hidden);
-    const bool want_hidden = hidden.requires_grad(), want_weight = weight.requires_grad();
-    at::Tensor grad_hidden = want_hidden ? torch::empty_like(hidden) : at::Tensor();
-    at::Tensor grad_weight = want_weight ? torch::zeros(weight.sizes(), weight.options().dtype(wide)) : at::Tensor();
-    at::Tensor loss = torch::zeros({}, hidden.options().dtype(wide));
-    for (int64_t start = 0; start < tokens; start += chunk_size) {
-      const int64_t n = std::min(chunk_size, tokens - start);
-      const at::Tensor h = hidden.narrow(0, start, n), y = labels.narrow(0, start, n), w = weights.narrow(0, start, n).to(wide);
-      const at::Tensor log_probs = torch::log_softmax(torch::matmul(h, weight.t()).to(wide), -1);  // [n, vocab]
-      loss -= (log_probs.gather(1, y.unsqueeze(1)).squeeze(1) * w).sum();
-      if (!want_hidden && !want_weight) continue;
-      // d(w * CE)/dlogits = w * (softmax - onehot(y))
-      at::Tensor grad_logits = log_probs.exp_();
-      grad_logits.scatter_add_(1, y.unsqueeze(1), torch::full({n, 1}, -1.0f, grad_logits.options()));
-      grad_logits.mul_(w.unsqueeze(1));
-      const at::Tensor g = grad_logits.to(hidden.scalar_type());
-      if (want_hidden) grad_hidden.narrow(0, start, n).copy_(torch::matmul(g, weight));
-      if (want_weight) grad_weight.add_(torch::matmul(g.t(), h).to(wide));
-    }
-    ctx->save_for_backward({grad_hidden, want_weight ? grad_weight.to(weight.scalar_type()) : grad_weight});
-    return loss;
+    ChunkSums sums = sum_chunks(hidden, weight, labels, weights, chunk_size, hidden.requires_grad(), weight.requires_grad());
+    ctx->save_for_backward({sums.grad_hidden, sums.grad_weight});
+    return sums.loss;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
@@ -49,20 +59,15 @@ at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tens
                                         const at::Tensor& weights, int64_t chunk_size) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1), "chunked loss: hidden [tokens, ",
               weight.size(1), "] expected, got ", hidden.sizes());
-  TORCH_CHECK(labels.numel() == hidden.size(0) && weights.numel() == hidden.size(0), "chunked loss: ", hidden.size(0),
-              " tokens but ", labels.numel(), " labels and ", weights.numel(), " weights");
+  TORCH_CHECK(labels.numel() == hidden.size(0) && (!weights.defined() || weights.numel() == hidden.size(0)), "chunked loss: ",
+              hidden.size(0), " tokens but ", labels.numel(), " labels and ", weights.defined() ? weights.numel() : 0, " weights");
   TORCH_CHECK(chunk_size > 0, "chunked loss: the chunk size must be positive, got ", chunk_size);
-  const auto wide = wide_type(hidden);
+  const at::Tensor flat_labels = labels.reshape({-1});
+  const at::Tensor flat_weights = weights.defined() ? weights.reshape({-1}).to(wide_type(hidden))
+                                                    : torch::ones({hidden.size(0)}, hidden.options().dtype(wide_type(hidden)));
   const bool differentiable = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  if (differentiable) return ChunkedLinearCrossEntropy::apply(hidden, weight, labels.reshape({-1}), weights.reshape({-1}), chunk_size);
-  at::Tensor loss = torch::zeros({}, hidden.options().dtype(wide));  // no gradients to make (validation)
-  for (int64_t start = 0; start < hidden.size(0); start += chunk_size) {
-    const int64_t n = std::min(chunk_size, hidden.size(0) - start);
-    const at::Tensor logits = torch::matmul(hidden.narrow(0, start, n), weight.t()).to(wide);
-    loss += (torch::cross_entropy_loss(logits, labels.reshape({-1}).narrow(0, start, n), {}, at::Reduction::None) *
-             weights.reshape({-1}).narrow(0, start, n).to(wide)).sum();
-  }
-  return loss;
+  if (differentiable) return ChunkedLinearCrossEntropy::apply(hidden, weight, flat_labels, flat_weights, chunk_size);
+  return sum_chunks(hidden, weight, flat_labels, flat_weights, chunk_size, false, false).loss;  // no gradients to make (validation)
 }
 
 }  // namespace megacpp::models

@@ -15,8 +15,8 @@
 namespace megacpp::models {
 
 // sum_i weights[i] * cross_entropy(hidden[i] W^T, labels[i]) over tokens i, for hidden
-// [tokens, hidden], weight W [vocab, hidden], labels [tokens] int64, weights [tokens] float (the
-// loss mask over its normalizer), in chunks of `chunk_size` tokens. The logits are computed in
+// [tokens, hidden], weight W [vocab, hidden], labels [tokens] int64, weights [tokens] (a loss
+// mask, of any dtype; undefined: every token weighs 1), in chunks of `chunk_size` tokens. The logits are computed in
 // the hidden states' dtype and the softmax in fp32, as the whole-logits loss is. Differentiable
 // in hidden and weight.
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,

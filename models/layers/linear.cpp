@@ -29,9 +29,7 @@ parallel::Module::Tensors Linear::forward_tensors(const Tensors& inputs) {
               " tensors");
   TORCH_CHECK(!bias_.defined() && !lora_A_, "the chunked loss (--loss-compute-mode chunk) takes an output layer without a bias or "
               "a LoRA adapter");
-  const at::Tensor& labels = inputs[1];
-  const at::Tensor counted = inputs[2].defined() ? inputs[2] : torch::ones(labels.sizes(), labels.options().dtype(torch::kBool));
-  return {chunked_linear_cross_entropy(inputs[0], weight_, labels, counted.to(torch::kFloat), inputs[3].item<int64_t>())};
+  return {chunked_linear_cross_entropy(inputs[0], weight_, inputs[1], inputs[2], inputs[3].item<int64_t>())};
 }
 
 at::Tensor Linear::forward(const at::Tensor& input) {
