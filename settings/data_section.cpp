@@ -70,9 +70,6 @@ void check_instruction_flags(const TrainingArguments& a, const cxxopts::ParseRes
   require(!a.mock_data && a.data_path.size() == 1 && !io::data::is_image_text_path(a.data_path),
           "--is-instruction-dataset needs --data-path PREFIX, one prefix of megacpp-preprocess --handler-name "
           "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler (no blend, mock or image-text data)");
-  require(!r.count("calculate-per-token-loss"),
-          "--calculate-per-token-loss is not supported on instruction data yet: megacpp averages each micro-batch's "
-          "assistant tokens, then the micro-batches and ranks (Megatron's default); leave the flag out");
 }
 
 void check_data_flags(const TrainingArguments& a) {
@@ -110,12 +107,6 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
     if (r.count(flag) && !io::data::is_image_text_path(a.data_path)) {
       throw std::invalid_argument("--" + std::string(flag) + " applies to image-text data (--data-path FILE.jsonl) only");
     }
-  }
-  if (r.count("calculate-per-token-loss") && io::data::is_image_text_path(a.data_path)) {
-    throw std::invalid_argument(
-        "--calculate-per-token-loss is not supported on image-text data: its loss mask makes micro-batches count "
-        "different numbers of tokens, and megacpp averages each micro-batch's masked tokens, then the micro-batches "
-        "and ranks (Megatron's default); leave the flag out");
   }
   a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
   a.tokenizer.merge_file = r["merge-file"].as<std::string>();

@@ -70,9 +70,6 @@ const CompatibleFlag kCompatible[] = {
     {"log-memory-to-tensorboard", nullptr, "TensorBoard always gets the memory scalars", nullptr},
     {"timing-log-level", "*", "the iteration time is in every iteration line", nullptr},
     {"tensorboard-queue-size", "*", "megacpp writes TensorBoard events at every log line", nullptr},
-    {"calculate-per-token-loss", nullptr,
-     "on token data every token counts, so the mean over micro-batches and ranks is the per-token mean; refused on "
-     "image-text data, whose loss mask makes them differ", nullptr},
     {"attention-softmax-in-fp32", nullptr, "the attention softmax always runs in fp32 (or wider)", nullptr},
     {"optimizer", "adam|adamw", "megacpp's optimizer is AdamW, which is what Megatron's adam is (decoupled weight decay)", nullptr},
     {"rerun-mode", "disabled", "megacpp has no re-run state machine; its NaN/Inf guard stops the run instead", nullptr},

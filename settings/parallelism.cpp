@@ -27,9 +27,6 @@ void check_context_parallel(const TrainingArguments& args, const FSDP2Config& co
   require(args.seq_length % config.ulysses_size == 0, "--seq-length " + std::to_string(args.seq_length) + " does not divide by " +
                                                           ulysses_setting(args, config) +
                                                           ": each rank takes an equal slice of every sequence");
-  require(!args.variable_seq_lengths || config.ulysses_size == 1,
-          "--variable-seq-lengths with " + ulysses_setting(args, config) +
-              " is not supported yet: a micro-batch cut to its longest sample need not split into equal slices");
 }
 
 std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& config) {

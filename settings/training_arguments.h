@@ -62,6 +62,7 @@ struct TrainingArguments {
   double decoupled_min_lr = -1;
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   int64_t loss_chunk_size = 0;  // --loss-chunk-size with --loss-compute-mode chunk; 0: default mode
+  bool calculate_per_token_loss = false;  // --calculate-per-token-loss: the global batch's labels weigh alike
   // data
   bool mock_data = false;
   bool is_instruction_dataset = false;  // --is-instruction-dataset: --data-path holds conversations

@@ -51,7 +51,9 @@ void declare_training_flags(cxxopts::Options& o) {
       ("loss-compute-mode", "default: the output layer's logits at once; chunk: --loss-chunk-size tokens at a time, each "
        "chunk's gradients made as its loss is (MindSpeed-LLM's chunk loss: less memory, the same loss)",
        cxxopts::value<std::string>()->default_value("default"))
-      ("loss-chunk-size", "tokens per chunk with --loss-compute-mode chunk", cxxopts::value<std::string>()->default_value("1024"));
+      ("loss-chunk-size", "tokens per chunk with --loss-compute-mode chunk", cxxopts::value<std::string>()->default_value("1024"))
+      ("calculate-per-token-loss", "the loss summed over every label of the global batch and divided by their count, "
+       "not the mean of each micro-batch's mean (Megatron's; they differ when loss masks or sequence lengths do)");
 }
 
 // Megatron's rules: iterations or samples, not both; the warmup given once.
@@ -148,6 +150,7 @@ void read_training_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   require(chunk > 0, "--loss-chunk-size must be positive");
   a.loss_chunk_size = mode == "chunk" ? chunk : 0;
   a.grad_reduce_in_bf16 = r["grad-reduce-in-bf16"].as<bool>();
+  a.calculate_per_token_loss = r["calculate-per-token-loss"].as<bool>();
   check_training_flags(a);
 }
 

@@ -1,11 +1,26 @@
 #include "training/forward_backward.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "training/language_model_loss.h"
+#include "parallel/collectives.h"
 #include "parallel/fsdp/fully_shard.h"
 
 namespace megacpp::training {
+namespace {
+
+// The labels of the whole global batch under --calculate-per-token-loss: every rank's
+// micro-batches, each Ulysses group's sequences counted once (its ranks read the same ones).
+double global_batch_labels(const std::vector<MicroBatch>& micro_batches, const ForwardBackwardSetup& setup) {
+  int64_t local = 0;
+  for (const MicroBatch& batch : micro_batches) local += counted_labels(batch);
+  const double summed = parallel::average_over_ranks(setup.world, static_cast<double>(local), setup.device) * setup.world.size();
+  return std::max(1.0, summed / setup.ulysses.size());
+}
+
+}  // namespace
 
 ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::vector<MicroBatch>& micro_batches,
                                        const ForwardBackwardSetup& setup,
@@ -15,20 +30,30 @@ ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::
   const double backward_scale = setup.loss_scale / static_cast<double>(count);
   const double group = static_cast<double>(setup.ulysses.size());
   model.set_auxiliary_loss_scale(backward_scale / group);
+  // Per token: each rank backpropagates its summed loss over the global batch's labels, times
+  // the data-parallel size that the engine's gradient reduction divides by again.
+  const double labels = setup.per_token_loss ? global_batch_labels(micro_batches, setup) : 0.0;
   for (int64_t m = 0; m < count; ++m) {
     if (before_micro_batch) before_micro_batch(m);
     const MicroBatch batch = micro_batches[m].to(setup.device);
     if (setup.fsdp) parallel::fsdp::set_requires_gradient_sync(model, m == count - 1);
-    at::Tensor loss = language_model_loss(model, batch, setup.ulysses);
+    const at::Tensor loss = setup.per_token_loss ? summed_language_model_loss(model, batch, setup.ulysses).sum
+                                                 : language_model_loss(model, batch, setup.ulysses);
     const std::vector<models::AuxiliaryLoss> auxiliary = model.auxiliary_losses();
     if (result.auxiliary.empty()) {
       for (const auto& a : auxiliary) result.auxiliary.push_back({a.name, 0.0});
     }
     for (size_t i = 0; i < auxiliary.size(); ++i) result.auxiliary[i].value += auxiliary[i].value;
-    (loss * backward_scale).backward();
-    result.mean_loss += loss.item<double>() * group;
+    if (setup.per_token_loss) {
+      (loss * (setup.loss_scale * setup.data_parallel_size / labels)).backward();
+      result.mean_loss += loss.item<double>() * setup.world.size() / labels;
+    } else {
+      (loss * backward_scale).backward();
+      result.mean_loss += loss.item<double>() * group;
+    }
   }
-  result.mean_loss /= static_cast<double>(count);  // sums first: the same figure as one rank's accumulation
+  // sums first: the same figure as one rank's accumulation
+  if (!setup.per_token_loss) result.mean_loss /= static_cast<double>(count);
   for (auto& a : result.auxiliary) a.value /= static_cast<double>(count);
   return result;
 }

@@ -18,11 +18,19 @@ struct ForwardBackwardSetup {
   double loss_scale = 1.0;  // --fp16's (1 without a scaler)
   bool fsdp = false;        // sharded with FSDP2: gradients are reduced after the last micro-batch only
   parallel::Group ulysses = parallel::Group::single(0);  // splits each sequence (Note [Ulysses])
+  // Megatron's --calculate-per-token-loss: the loss summed over the labels of every micro-batch
+  // on every rank, divided by their count (not a mean of micro-batch means). Needs the world and
+  // the data-parallel size the engine divides summed gradients by.
+  bool per_token_loss = false;
+  parallel::Group world = parallel::Group::single(0);
+  int data_parallel_size = 1;
 };
 
 struct ForwardBackwardResult {
   // lm loss, averaged over this rank's micro-batches; with Ulysses, the group size times this
-  // rank's share (averaged over the group's ranks: the loss of their sequences).
+  // rank's share (averaged over the group's ranks: the loss of their sequences). With
+  // per_token_loss, this rank's summed loss times the world size over the global batch's labels,
+  // so that the mean over ranks is the per-token loss.
   double mean_loss = 0;
   std::vector<models::AuxiliaryLoss> auxiliary;  // the model's, averaged over them too
 };

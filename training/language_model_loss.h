@@ -1,6 +1,8 @@
 // The training objective of a language model.
 #pragma once
 
+#include <cstdint>
+
 #include <ATen/core/Tensor.h>
 
 #include "training/training_data.h"
@@ -19,5 +21,17 @@ namespace megacpp::training {
 // and the result is this rank's share, the sum over its labels divided by the count over the
 // whole sequences (summed over the group), so that the group's shares add up to the loss above.
 at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses);
+
+// The sum behind that mean: this rank's loss summed over the labels it scores (its slice with
+// Ulysses), and how many labels those are (a double tensor). Megatron's
+// --calculate-per-token-loss divides such sums by the count over the whole global batch.
+struct LabelLoss {
+  at::Tensor sum;
+  at::Tensor labels;
+};
+LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses);
+
+// The labels a micro-batch's loss counts, over its whole sequences (what its loss mask keeps).
+int64_t counted_labels(const MicroBatch& batch);
 
 }  // namespace megacpp::training

@@ -27,7 +27,7 @@
 #include "training/iteration_log.h"
 #include "training/iteration_profiler.h"
 #include "training/forward_backward.h"
-#include "training/language_model_loss.h"
+#include "training/evaluation_loss.h"
 #include "training/log_lines.h"
 #include "training/loss_scaler.h"
 #include "training/lr_schedule.h"
@@ -153,7 +153,7 @@ class TrainingRun {
     } else if (args_.train_samples > 0) {
       args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
     }
-    slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size};
+    slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size, mesh_->ulysses().size()};
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
@@ -253,7 +253,10 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const auto pass = forward_backward(*model_, batches, {device_, scaler_.scale(), args_.use_torch_fsdp2, mesh_->ulysses()},
+    const ForwardBackwardSetup setup{device_,           scaler_.scale(),   args_.use_torch_fsdp2,
+                                     mesh_->ulysses(),  args_.calculate_per_token_loss,
+                                     runtime_->world(), mesh_->data_parallel_size()};
+    const auto pass = forward_backward(*model_, batches, setup,
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
                                        });
@@ -307,24 +310,23 @@ class TrainingRun {
   }
 
   // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
-  // loss averaged over micro-batches and ranks; logged as Megatron's validation block.
+  // loss averaged over micro-batches and ranks (with --calculate-per-token-loss, summed over all
+  // their labels and divided by their count); logged as Megatron's validation block.
   void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    double sum = 0;
+    EvaluationLoss total(args_.calculate_per_token_loss, mesh_->ulysses());
     {
       torch::NoGradGuard no_grad;
       model_->eval();  // no dropout
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
-          const MicroBatch batch = load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
-                                                    args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(device_);
-          // With Ulysses, this rank's share times the group size (Note [Ulysses]).
-          sum += language_model_loss(*model_, batch, mesh_->ulysses()).item<double>() * mesh_->ulysses().size();
+          total.add(*model_, load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
+                                              args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(device_));
         }
       }
       model_->train();
     }
-    const double loss = parallel::average_over_ranks(runtime_->world(), sum / static_cast<double>(args_.eval_iters * accumulation_), device_);
+    const double loss = total.value(runtime_->world(), device_);
     if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
     if (split == io::data::kValid) {
       if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);

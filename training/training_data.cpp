@@ -200,9 +200,12 @@ MicroBatch load_micro_batch(const io::data::SampleSource& source, int64_t consum
                              " (was --data-path made with another tokenizer than --tokenizer-type?)");
   }
   if (source.has_loss_mask()) batch = with_extras(source, first, std::move(batch));
-  // --variable-seq-lengths: as wide as the longest sample (at least one label).
+  // --variable-seq-lengths: as wide as the longest sample (at least one label), its labels
+  // rounded up to the slice's multiple (the padding is masked).
   int64_t width = 2;
   for (int64_t i = 0; i < slice.micro_batch_size; ++i) width = std::max(width, source.unpadded_length(first + i));
+  const int64_t multiple = slice.length_multiple;
+  width = std::min(source.sample_length(), (width - 1 + multiple - 1) / multiple * multiple + 1);
   if (width != source.sample_length()) {
     batch.tokens = batch.tokens.narrow(1, 0, width).contiguous();
     if (batch.loss_mask.defined()) batch.loss_mask = batch.loss_mask.narrow(1, 0, width - 1).contiguous();

@@ -34,6 +34,9 @@ TrainingData build_training_data(const settings::TrainingArguments& args, int64_
 struct BatchSlice {
   int64_t micro_batch_size;
   int dp_rank, dp_size;
+  // --variable-seq-lengths: a micro-batch's labels rounded up to a multiple of this (Ulysses'
+  // group size, so that its ranks take equal slices).
+  int64_t length_multiple = 1;
 };
 
 // One micro-batch, on the CPU as read or on the device.

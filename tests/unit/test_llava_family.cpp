@@ -73,16 +73,6 @@ TEST(LlavaFamily, FlagsBuildTheModelWithTheLanguageFamilysDefaults) {
   EXPECT_TRUE(params.at("language_model.layers.2.self_attn.q_norm.weight").requires_grad());
 }
 
-TEST(LlavaArguments, PerTokenLossIsRefusedOnMaskedImageTextDataOnly) {
-  // Token data counts every token, so megacpp's mean over micro-batches is Megatron's per-token
-  // loss; image-text data's loss mask would make the two differ.
-  EXPECT_EQ(llava_error_of({"--calculate-per-token-loss"}), "");
-  EXPECT_EQ(llava_error_of({"--data-path", "captions.jsonl", "--calculate-per-token-loss"}),
-            "--calculate-per-token-loss is not supported on image-text data: its loss mask makes micro-batches count "
-            "different numbers of tokens, and megacpp averages each micro-batch's masked tokens, then the micro-batches "
-            "and ranks (Megatron's default); leave the flag out");
-}
-
 TEST(LlavaFamily, RefusesBadFlagsByName) {
   EXPECT_NE(llava_error_of({"--language-model-type", "gpt"}).find("--qk-layernorm is not read by --language-model-type gpt"), std::string::npos);
   EXPECT_NE(llava_error_of({"--language-model-type", "llava"}).find("the language model cannot itself be a LLaVA model"), std::string::npos);

@@ -1,0 +1,26 @@
+#include "training/evaluation_loss.h"
+
+#include "training/language_model_loss.h"
+#include "parallel/collectives.h"
+
+namespace megacpp::training {
+
+void EvaluationLoss::add(models::LanguageModel& model, const MicroBatch& batch) {
+  if (per_token_) {
+    const LabelLoss loss = summed_language_model_loss(model, batch, ulysses_);
+    sum_ += loss.sum.item<double>();
+    labels_ += loss.labels.item<double>();
+  } else {  // with Ulysses, this rank's share times the group size (Note [Ulysses])
+    sum_ += language_model_loss(model, batch, ulysses_).item<double>() * ulysses_.size();
+    labels_ += 1;
+  }
+}
+
+double EvaluationLoss::value(const parallel::Group& world, const c10::Device& device) const {
+  if (!per_token_) return parallel::average_over_ranks(world, labels_ > 0 ? sum_ / labels_ : 0.0, device);
+  const double labels = parallel::average_over_ranks(world, labels_, device);
+  const double sum = parallel::average_over_ranks(world, sum_, device);
+  return labels > 0 ? sum / labels : 0.0;
+}
+
+}  // namespace megacpp::training

@@ -1,0 +1,31 @@
+// The loss of Megatron's evaluate(): accumulated over the validation micro-batches, then ranks.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "training/training_data.h"
+#include "models/language_model.h"
+#include "parallel/group.h"
+
+namespace megacpp::training {
+
+class EvaluationLoss {
+ public:
+  // per_token: --calculate-per-token-loss (the summed loss over the summed count of labels);
+  // otherwise the mean of the micro-batches' losses (Megatron's default).
+  EvaluationLoss(bool per_token, parallel::Group ulysses) : per_token_(per_token), ulysses_(std::move(ulysses)) {}
+
+  // One micro-batch, scored without gradients.
+  void add(models::LanguageModel& model, const MicroBatch& batch);
+
+  // Over every rank's micro-batches. Collective over `world`.
+  double value(const parallel::Group& world, const c10::Device& device) const;
+
+ private:
+  bool per_token_;
+  parallel::Group ulysses_;
+  double sum_ = 0;     // losses (per micro-batch means, or sums per token)
+  double labels_ = 0;  // per token: the counted labels; otherwise the micro-batches
+};
+
+}  // namespace megacpp::training
