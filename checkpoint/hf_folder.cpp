@@ -15,6 +15,14 @@ namespace fs = std::filesystem;
 
 std::string hf_config_path(const std::string& dir) { return (fs::path(dir) / "config.json").string(); }
 
+bool is_hf_folder(const std::string& dir) {
+  std::error_code error;
+  const fs::path root(dir);
+  return fs::is_regular_file(root / "config.json", error) &&
+         (fs::is_regular_file(root / io::serialization::kSafetensorsSingleName, error) ||
+          fs::is_regular_file(root / io::serialization::kSafetensorsIndexName, error));
+}
+
 nlohmann::json read_hf_config(const std::string& dir) {
   const std::string path = hf_config_path(dir);
   std::ifstream in(path);

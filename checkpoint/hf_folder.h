@@ -21,6 +21,9 @@ namespace megacpp::checkpoint {
 // read or is not JSON.
 nlohmann::json read_hf_config(const std::string& dir);
 std::string hf_config_path(const std::string& dir);
+// Whether `dir` is a Hugging Face model folder: config.json beside model.safetensors or
+// model.safetensors.index.json.
+bool is_hf_folder(const std::string& dir);
 
 // The family that reads a config.json (`path` names it in errors), from its model_type;
 // `chosen` (a --model-type) decides when several families read it.

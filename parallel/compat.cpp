@@ -40,7 +40,7 @@ bool use_libuv(Options& options, std::optional<bool> value = std::nullopt) {
 constexpr int64_t kQueryBlock = 256;
 
 at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
-                                    const at::Tensor& same_document) {
+                                    const at::Tensor& visible) {
   const int64_t seq = q.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   const at::Tensor positions = torch::arange(seq, q.options().dtype(torch::kLong));
@@ -52,7 +52,7 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
     at::Tensor scores = torch::matmul(q.narrow(-2, start, end - start), keys.transpose(-2, -1)).mul_(scale);
     // Key j is hidden from query i when j > i: only the block's diagonal part has any.
     at::Tensor hidden = positions.narrow(0, 0, end).unsqueeze(0) > positions.narrow(0, start, end - start).unsqueeze(1);
-    if (same_document.defined()) hidden = hidden.logical_or(same_document.narrow(-2, start, end - start).narrow(-1, 0, end).logical_not());
+    if (visible.defined()) hidden = hidden.logical_or(visible.narrow(-2, start, end - start).narrow(-1, 0, end).logical_not());
     scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
     at::Tensor probs = torch::softmax(scores, -1, softmax_type).to(q.scalar_type());
     if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
@@ -77,14 +77,14 @@ c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d:
 }
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
-                            const at::Tensor& same_document) {
+                            const at::Tensor& visible) {
 #if TORCH_VERSION_MAJOR >= 2
-  if (!same_document.defined()) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
+  if (!visible.defined()) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
   const int64_t seq = q.size(-2);
-  const at::Tensor visible = same_document.logical_and(torch::ones({seq, seq}, same_document.options()).tril());
-  return at::scaled_dot_product_attention(q, k, v, visible, dropout_p, /*is_causal=*/false);
+  const at::Tensor causal = visible.logical_and(torch::ones({seq, seq}, visible.options()).tril());
+  return at::scaled_dot_product_attention(q, k, v, causal, dropout_p, /*is_causal=*/false);
 #else
-  return chunked_causal_attention(q, k, v, dropout_p, same_document);
+  return chunked_causal_attention(q, k, v, dropout_p, visible);
 #endif
 }
 

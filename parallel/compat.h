@@ -83,11 +83,12 @@ c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, c10d:
 // scaled_dot_product_attention (flash attention on CPU and GPU); 1.13: blocks of query rows,
 // each against the keys up to its end. With dropout_p > 0 the attention probabilities are
 // dropped out (zeroed with probability dropout_p, the rest scaled by 1 / (1 - dropout_p)).
-// `same_document` [batch, 1, seq, seq] bool, when given, also hides key j from query i where it
-// is false (the documents packed into one sequence, Megatron's --reset-attention-mask); 2.x then
-// runs scaled_dot_product_attention with that mask (its memory-efficient kernel on GPU).
+// `visible` [batch or 1, 1, seq, seq] bool, when given, also hides key j from query i where it is
+// false (the documents packed into one sequence, Megatron's --reset-attention-mask; a sliding
+// window); 2.x then runs scaled_dot_product_attention with that mask (its memory-efficient
+// kernel on GPU).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p = 0.0,
-                            const at::Tensor& same_document = {});
+                            const at::Tensor& visible = {});
 
 }  // namespace megacpp::parallel::compat
 

@@ -126,6 +126,7 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   a.notes = megatron_flag_notes(r);
   a.model_type = line.family.model_type;
   a.notes.insert(a.notes.end(), line.family.notes.begin(), line.family.notes.end());
+  a.notes.insert(a.notes.end(), line.notes.begin(), line.notes.end());
   std::vector<std::string> problems = line.problems;
   if (problems.empty()) record_flag_values(a, r);  // needs the family
   for (const auto& section : flag_sections()) {  // Note [Flag sections]; each refusal of each, all at once

@@ -7,6 +7,7 @@
 
 #include "models/registry.h"
 #include "settings/flag_section.h"
+#include "settings/hf_model_arguments.h"
 #include "settings/megatron_flags.h"
 #include "settings/model_arguments.h"
 
@@ -86,7 +87,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   line.libraries = model_libraries_in(argc, argv);
   for (const auto& path : line.libraries) models::load_model_library(path);
   cxxopts::Options options = training_options();
-  const std::vector<std::string> words = join_multi_word_flags(argc, argv);
+  const std::vector<std::string> words = with_hf_folder_of_load(join_multi_word_flags(argc, argv), line.notes);
   std::vector<const char*> joined_argv;
   for (const auto& w : words) joined_argv.push_back(w.c_str());
   options.allow_unrecognised_options();  // collected below, all reported at once

@@ -20,6 +20,7 @@ struct CommandLine {
   // caller adds the values its sections refuse and refuses them all at once (refuse_flags).
   std::vector<std::string> problems;
   bool help = false;                   // --help: printed, nothing else checked
+  std::vector<std::string> notes;      // for the log: how the command line was read
 };
 
 // Throws std::invalid_argument only for what cxxopts cannot parse at all (a flag missing its value).

@@ -19,7 +19,7 @@ using nlohmann::json;
 // models megacpp does not build, with the reason.
 const std::map<std::string, std::string>& model_ids() {
   static const std::map<std::string, std::string> ids{
-      {"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen2.5", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3_moe"}};
+      {"llama", "llama"}, {"mistral", "mistral"}, {"qwen2", "qwen2"}, {"qwen2.5", "qwen2"}, {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3_moe"}};
   return ids;
 }
 const std::map<std::string, std::string>& refused_model_ids() {
@@ -65,6 +65,20 @@ bool same_value(const json& a, const json& b) {
 }
 
 }  // namespace
+
+std::vector<std::string> with_hf_folder_of_load(std::vector<std::string> words, std::vector<std::string>& notes) {
+  std::string load;
+  for (size_t i = 1; i < words.size(); ++i) {
+    if (words[i] == "--init-from-hf-path" || words[i].rfind("--init-from-hf-path=", 0) == 0) return words;
+    if (words[i] == "--load" && i + 1 < words.size()) load = words[i + 1];
+    if (words[i].rfind("--load=", 0) == 0) load = words[i].substr(7);
+  }
+  if (load.empty() || !checkpoint::is_hf_folder(load)) return words;
+  words.insert(words.end(), {"--init-from-hf-path", load});
+  notes.push_back("--load " + load + " is a Hugging Face folder: its model, from its weights unless it holds a checkpoint "
+                  "(as --init-from-hf-path " + load + ")");
+  return words;
+}
 
 std::optional<std::string> hf_folder_model_type(const cxxopts::ParseResult& r) {
   const std::string dir = r["init-from-hf-path"].as<std::string>();

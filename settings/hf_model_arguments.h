@@ -10,18 +10,26 @@
 // - the vocabulary is config.json's (the embedding's rows); the tokenizer, unless one is given,
 //   is the folder's tokenizer.json;
 // - the weights are the folder's safetensors, each rank reading only its shard of each tensor
-//   (training/hf_initialization.h), unless --load holds a checkpoint, which resumes instead.
+//   (training/hf_initialization.h), unless --load holds a checkpoint, which resumes instead;
+// - --load DIR of a Hugging Face folder (config.json and safetensors) without
+//   --init-from-hf-path means --init-from-hf-path DIR --load DIR: the folder's model, from its
+//   weights, or resumed from the checkpoints --save DIR wrote there.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
 #include "models/model_family.h"
 
 namespace megacpp::settings {
+
+// The command line's words with --init-from-hf-path DIR added when --load DIR is a Hugging Face
+// folder and no --init-from-hf-path is given (Note [Hugging Face folders]), saying so in `notes`.
+std::vector<std::string> with_hf_folder_of_load(std::vector<std::string> words, std::vector<std::string>& notes);
 
 // The family (--model-type) of --init-from-hf-path's folder; nullopt without the flag. Throws
 // std::invalid_argument naming the flag or the file and key at fault (a --model-id without the

@@ -19,7 +19,7 @@ Attention::Attention(const AttentionShape& s, const at::TensorOptions& options)
     q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
     k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, s.norm_epsilon, options, s.zero_centered_gamma));
   }
-  core_attention_ = register_module("core_attention", std::make_shared<CoreAttention>());
+  core_attention_ = register_module("core_attention", std::make_shared<CoreAttention>(0.0, s.sliding_window));
 }
 
 parallel::Module::Tensors Attention::forward_tensors(const Tensors& inputs) {

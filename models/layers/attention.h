@@ -19,10 +19,11 @@ struct AttentionShape {
   double norm_epsilon = 1e-6;  // of those norms
   bool zero_centered_gamma = false;  // of those norms (--apply-layernorm-1p)
   bool qkv_bias = false;       // biases on q_proj, k_proj and v_proj (Qwen2), none on o_proj
+  int64_t sliding_window = 0;  // each query sees this many keys up to itself (Mistral); 0: all
 };
 
 // Causal grouped-query self-attention with rotary embeddings: Hugging Face's LlamaAttention,
-// Qwen2Attention with qkv_bias, or Qwen3Attention with qk_layernorm (children q_norm, k_norm
+// MistralAttention with a sliding window, Qwen2Attention with qkv_bias, or Qwen3Attention with qk_layernorm (children q_norm, k_norm
 // with weight [head_dim]); the softmax(q k^T) v itself is the child core_attention. Takes
 // {hidden [batch, seq, hidden], position_ids?, documents?} (Note [Packed documents]).
 class Attention : public parallel::Module {

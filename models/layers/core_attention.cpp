@@ -1,22 +1,33 @@
 #include "models/layers/core_attention.h"
 
+#include <torch/torch.h>
+
 #include "parallel/compat.h"
 
 namespace megacpp::models {
 
-CoreAttention::CoreAttention(double dropout) : parallel::Module("CoreAttention"), dropout_(dropout) {}
+CoreAttention::CoreAttention(double dropout, int64_t sliding_window)
+    : parallel::Module("CoreAttention"), dropout_(dropout), sliding_window_(sliding_window) {
+  TORCH_CHECK(sliding_window >= 0, "CoreAttention: the sliding window must be >= 0, got ", sliding_window);
+}
 
 parallel::Module::Tensors CoreAttention::forward_tensors(const Tensors& qkv) {
   TORCH_CHECK(qkv.size() == 3 || qkv.size() == 4, "CoreAttention takes q, k, v and optionally the documents, got ", qkv.size(),
               " tensors");
-  at::Tensor same_document;
+  const int64_t seq = qkv[0].size(-2);
+  at::Tensor visible;  // [batch or 1, 1, seq, seq]; undefined: every earlier key
   if (qkv.size() == 4 && qkv[3].defined()) {
     const at::Tensor& documents = qkv[3];  // [batch, seq]
-    TORCH_CHECK(documents.dim() == 2 && documents.size(1) == qkv[0].size(-2), "CoreAttention: documents must be [batch, ",
-                qkv[0].size(-2), "], got ", documents.sizes());
-    same_document = documents.unsqueeze(2).eq(documents.unsqueeze(1)).unsqueeze(1);  // [batch, 1, seq, seq]
+    TORCH_CHECK(documents.dim() == 2 && documents.size(1) == seq, "CoreAttention: documents must be [batch, ", seq, "], got ",
+                documents.sizes());
+    visible = documents.unsqueeze(2).eq(documents.unsqueeze(1)).unsqueeze(1);
   }
-  return {parallel::compat::causal_attention(qkv[0], qkv[1], qkv[2], is_training() ? dropout_ : 0.0, same_document)};
+  if (sliding_window_ > 0 && seq > sliding_window_) {
+    const at::Tensor positions = torch::arange(seq, qkv[0].options().dtype(torch::kLong));
+    const at::Tensor window = (positions.unsqueeze(1) - positions.unsqueeze(0)).lt(sliding_window_).view({1, 1, seq, seq});
+    visible = visible.defined() ? visible.logical_and(window) : window;
+  }
+  return {parallel::compat::causal_attention(qkv[0], qkv[1], qkv[2], is_training() ? dropout_ : 0.0, visible)};
 }
 
 }  // namespace megacpp::models

@@ -27,6 +27,7 @@ void LlamaConfig::validate() const {
   require(num_query_groups >= 0, "--num-query-groups must be >= 0 (0: one per attention head)");
   require(norm_epsilon > 0, "--norm-epsilon must be positive");
   require(rotary_base > 0, "--rotary-base must be positive");
+  require(sliding_window >= 0, "--sliding-window must be >= 0 (0: no window)");
   require(num_experts >= 0, "--num-experts must be >= 0 (0: dense MLPs)");
   if (num_experts == 0) return;
   require(moe_router_topk >= 1 && moe_router_topk <= num_experts,
@@ -97,7 +98,7 @@ double LlamaConfig::flops_per_token(int64_t seq_length) const {
 }
 
 nlohmann::json LlamaConfig::dense_args() const {
-  return {{"num_layers", num_layers},
+  nlohmann::json args = {{"num_layers", num_layers},
           {"hidden_size", hidden_size},
           {"ffn_hidden_size", ffn()},
           {"num_attention_heads", num_attention_heads},
@@ -111,6 +112,8 @@ nlohmann::json LlamaConfig::dense_args() const {
           {"padded_vocab_size", vocab_size},
           {"untie_embeddings_and_output_weights", !tie_embeddings},
           {"apply_layernorm_1p", apply_layernorm_1p}};
+  if (sliding_window > 0) args["sliding_window"] = sliding_window;  // absent: none (as before megacpp had it)
+  return args;
 }
 
 std::string LlamaConfig::moe_layer_freq() const {
@@ -138,6 +141,7 @@ std::string LlamaConfig::to_flags() const {
         << " --num-attention-heads " << num_attention_heads << " --num-query-groups " << kv_heads() << " --kv-channels "
         << head_dim() << " --max-position-embeddings " << max_position_embeddings << " --rotary-base " << rotary_base
         << " --norm-epsilon " << norm_epsilon << (qk_layernorm ? " --qk-layernorm" : "") << (add_qkv_bias ? " --add-qkv-bias" : "")
+        << (sliding_window > 0 ? " --sliding-window " + std::to_string(sliding_window) : std::string())
         << (tie_embeddings ? "" : " --untie-embeddings-and-output-weights")
         << (apply_layernorm_1p ? " --apply-layernorm-1p" : "");
   if (num_experts > 0) {

@@ -19,6 +19,7 @@ struct LlamaConfig : ModelConfig {
   int64_t kv_channels = 0;                // --kv-channels: head dimension (0: hidden / heads)
   bool qk_layernorm = false;              // --qk-layernorm: RMSNorm on each q and k head (Qwen3)
   bool add_qkv_bias = false;              // --add-qkv-bias: biases on q_proj, k_proj, v_proj (Qwen2)
+  int64_t sliding_window = 0;             // --sliding-window: each query sees that many keys, itself included (Mistral); 0: all
   int64_t max_position_embeddings = 0;    // --max-position-embeddings
   double rotary_base = 10000.0;           // --rotary-base
   double norm_epsilon = 1e-5;             // --norm-epsilon
@@ -58,7 +59,7 @@ struct LlamaConfig : ModelConfig {
 
   std::string model_type() const override { return "llama"; }
   // num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups,
-  // kv_channels, qk_layernorm, add_qkv_bias, max_position_embeddings, rotary_base, norm_epsilon,
+  // kv_channels, qk_layernorm, add_qkv_bias, (with a window) sliding_window, max_position_embeddings, rotary_base, norm_epsilon,
   // padded_vocab_size, untie_embeddings_and_output_weights, apply_layernorm_1p, and with experts
   // num_experts, moe_router_topk, moe_ffn_hidden_size, moe_layer_freq ("[1,0,...]"),
   // moe_router_pre_softmax, moe_aux_loss_coeff, moe_router_load_balancing_type.

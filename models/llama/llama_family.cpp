@@ -76,6 +76,7 @@ std::vector<ModelFlag> LlamaFamily::flags() const {
       {"kv-channels", "head dimension (default: hidden / heads)", "0"},
       {"qk-layernorm", "RMSNorm on each query and key head before rotary (Qwen3)", "", true},
       {"add-qkv-bias", "biases on the query, key and value projections (Qwen2 / Qwen2.5)", "", true},
+      {"sliding-window", "each query attends to the N keys up to itself (Mistral's sliding window; 0: all before it)", "0"},
       {"max-position-embeddings", "maximum sequence length (default: seq length)", "0"},
       {"norm-epsilon", "epsilon of the norms", "1e-5"},
       {"rotary-base", "rotary embedding base", "10000"},
@@ -109,6 +110,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_flags(const ModelFla
   c->kv_channels = flags.integer("kv-channels");
   c->qk_layernorm = flags.enabled("qk-layernorm");
   c->add_qkv_bias = flags.enabled("add-qkv-bias");
+  c->sliding_window = flags.integer("sliding-window");
   c->max_position_embeddings = flags.integer("max-position-embeddings");
   if (c->max_position_embeddings == 0) c->max_position_embeddings = context.seq_length;
   c->norm_epsilon = flags.number("norm-epsilon");
@@ -142,6 +144,7 @@ std::shared_ptr<const ModelConfig> LlamaFamily::config_from_args(const nlohmann:
   c->kv_channels = keys.positive("kv_channels");
   c->qk_layernorm = keys.flag("qk_layernorm");
   c->add_qkv_bias = keys.flag("add_qkv_bias", false);  // absent before megacpp had it
+  if (keys.get("sliding_window")) c->sliding_window = keys.positive("sliding_window");
   c->max_position_embeddings = keys.positive("max_position_embeddings");
   c->rotary_base = keys.number("rotary_base");
   c->norm_epsilon = keys.number("norm_epsilon");

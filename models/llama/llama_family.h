@@ -20,9 +20,10 @@ class LlamaFamily : public ModelFamily {
   }
   std::shared_ptr<LanguageModel> build(const ModelConfig& config, const at::TensorOptions& options) const override;
 
-  // LlamaForCausalLM ("llama"), with --add-qkv-bias Qwen2ForCausalLM ("qwen2"), with
+  // LlamaForCausalLM ("llama"), with --sliding-window MistralForCausalLM ("mistral"), with
+  // --add-qkv-bias Qwen2ForCausalLM ("qwen2"), with
   // --qk-layernorm Qwen3ForCausalLM ("qwen3"), and with experts Qwen3MoeForCausalLM ("qwen3_moe").
-  std::vector<std::string> hf_model_types() const override { return {"llama", "qwen2", "qwen3", "qwen3_moe"}; }
+  std::vector<std::string> hf_model_types() const override { return {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"}; }
   nlohmann::json to_hf_config(const ModelConfig& config, const std::string& torch_dtype) const override;
   std::shared_ptr<const ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& path) const override;
   HfTensorName to_hf_tensor(const ModelConfig& config, const std::string& fqn) const override;

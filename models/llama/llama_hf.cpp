@@ -16,21 +16,23 @@ struct TransformersShape {
 };
 
 // The transformers models megacpp's llama family computes, and what each adds to Llama's
-// decoder: q/k RMSNorm (Qwen3, Qwen3-MoE), q/k/v biases (Qwen2), experts (Qwen3-MoE).
+// decoder: q/k RMSNorm (Qwen3, Qwen3-MoE), q/k/v biases (Qwen2), experts (Qwen3-MoE), a sliding
+// window (Mistral; without one, a Mistral model is a Llama model and is exported as one).
 struct HfVariant {
   const char* model_type;
   const char* architecture;
-  bool qk_layernorm, qkv_bias, moe;
+  bool qk_layernorm, qkv_bias, moe, sliding_window;
   TransformersShape defaults;       // transformers' config defaults (a LLaVA text_config may keep
   int64_t max_position_embeddings;  // only what differs from them)
   int64_t head_dim;                 // 0: hidden / heads when config.json has no head_dim
 };
 
 const HfVariant kVariants[] = {
-    {"llama", "LlamaForCausalLM", false, false, false, {32000, 4096, 11008, 32, 32, 0}, 2048, 0},
-    {"qwen2", "Qwen2ForCausalLM", false, true, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 0},
-    {"qwen3", "Qwen3ForCausalLM", true, false, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 128},
-    {"qwen3_moe", "Qwen3MoeForCausalLM", true, false, true, {151936, 2048, 6144, 24, 32, 4}, 32768, 0},
+    {"llama", "LlamaForCausalLM", false, false, false, false, {32000, 4096, 11008, 32, 32, 0}, 2048, 0},
+    {"mistral", "MistralForCausalLM", false, false, false, true, {32000, 4096, 14336, 32, 32, 8}, 131072, 0},
+    {"qwen2", "Qwen2ForCausalLM", false, true, false, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 0},
+    {"qwen3", "Qwen3ForCausalLM", true, false, false, false, {151936, 4096, 22016, 32, 32, 32}, 32768, 128},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", true, false, true, false, {151936, 2048, 6144, 24, 32, 4}, 32768, 0},
 };
 
 // The variant that writes `c`; refuses a combination no transformers model has.
@@ -40,12 +42,19 @@ const HfVariant& variant_of(const LlamaConfig& c) {
     throw std::invalid_argument("--add-qkv-bias with --qk-layernorm or experts is no Hugging Face model (Qwen2 has "
                                 "q/k/v biases, Qwen3 and Qwen3-MoE q/k norms)");
   }
+  if (c.sliding_window > 0 && (c.qk_layernorm || c.add_qkv_bias || moe)) {
+    throw std::invalid_argument("--sliding-window with --qk-layernorm, --add-qkv-bias or experts is no Hugging Face model "
+                                "megacpp writes (a sliding window is exported as MistralForCausalLM)");
+  }
   if (moe && !c.qk_layernorm) {
     throw std::invalid_argument("a mixture-of-experts model is exported as Qwen3MoeForCausalLM, which has --qk-layernorm; "
                                 "this one has not");
   }
   for (const HfVariant& v : kVariants) {
-    if (v.qk_layernorm == c.qk_layernorm && v.qkv_bias == c.add_qkv_bias && v.moe == moe) return v;
+    if (v.qk_layernorm == c.qk_layernorm && v.qkv_bias == c.add_qkv_bias && v.moe == moe &&
+        v.sliding_window == (c.sliding_window > 0)) {
+      return v;
+    }
   }
   throw std::logic_error("no Hugging Face variant for this llama config");
 }
@@ -121,6 +130,14 @@ double rope_theta(const ConfigKeys& keys) {
   return theta;
 }
 
+// MistralConfig's sliding_window: null (none; Mistral 7B v0.2 on) or the keys each query sees
+// (transformers' default 4096 when absent).
+int64_t sliding_window(const json& config, const ConfigKeys& keys) {
+  const auto window = config.find("sliding_window");
+  if (window != config.end() && window->is_null()) return 0;
+  return keys.positive("sliding_window", 4096);
+}
+
 void refuse_unsupported(const ConfigKeys& keys, const HfVariant& variant) {
   keys.refuse_unless("rope_scaling", json(), "only default RoPE (no scaling) is implemented");
   keys.refuse_unless("partial_rotary_factor", 1.0, "rotary embeddings cover the whole head");
@@ -128,7 +145,8 @@ void refuse_unsupported(const ConfigKeys& keys, const HfVariant& variant) {
   // Qwen2's attention has q/k/v biases whatever attention_bias says (its config has no such key).
   if (!variant.qkv_bias) keys.refuse_unless("attention_bias", false, "the attention projections have no bias");
   keys.refuse_unless("mlp_bias", false, "the MLP projections have no bias");
-  keys.refuse_unless("use_sliding_window", false, "attention is full causal attention");
+  // Qwen2/Qwen3 windows only some layers (max_window_layers); Mistral's window is read.
+  keys.refuse_unless("use_sliding_window", false, "sliding-window attention in only some layers is not supported");
   keys.refuse_unless("attention_dropout", 0.0, "megacpp has no dropout");
   if (const json* types = keys.get("layer_types")) {
     if (!types->is_array()) keys.fail("layer_types", "expected a list, got " + types->dump());
@@ -150,7 +168,7 @@ const std::regex& weight_name_pattern() {
 }
 
 [[noreturn]] void unknown_name(const std::string& name, const std::string& expected) {
-  throw std::invalid_argument("'" + name + "' is not a weight of a Llama/Qwen2/Qwen3 model (expected " + expected + ")");
+  throw std::invalid_argument("'" + name + "' is not a weight of a Llama/Mistral/Qwen2/Qwen3 model (expected " + expected + ")");
 }
 
 }  // namespace
@@ -186,6 +204,10 @@ nlohmann::json llama_hf_config(const LlamaConfig& c, const std::string& torch_dt
       {"torch_dtype", torch_dtype},
   };
   if (variant.moe) add_moe_keys(c, j);
+  if (type == "mistral") {  // MistralConfig has no attention_bias
+    j["sliding_window"] = c.sliding_window;
+    return j;
+  }
   if (type != "qwen2") j["attention_bias"] = false;  // Qwen2's q/k/v biases are not a config key
   if (type == "llama") {
     j["mlp_bias"] = false;
@@ -227,6 +249,7 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   c.rotary_base = rope_theta(keys);
   c.tie_embeddings = keys.flag("tie_word_embeddings", false);
   if (variant.moe) read_moe_keys(keys, c);
+  if (variant.sliding_window) c.sliding_window = sliding_window(j, keys);
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

@@ -13,6 +13,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, c
   AttentionShape shape{config.hidden_size, config.num_attention_heads, config.kv_heads(), config.head_dim(),
                        config.rotary_base, config.qk_layernorm, config.norm_epsilon, config.apply_layernorm_1p};
   shape.qkv_bias = config.add_qkv_bias;
+  shape.sliding_window = config.sliding_window;
   self_attn_ = register_module("self_attn", std::make_shared<Attention>(shape, options));
   post_attention_layernorm_ = register_module("post_attention_layernorm",
                                               std::make_shared<RMSNorm>(config.hidden_size, config.norm_epsilon, options, config.apply_layernorm_1p));

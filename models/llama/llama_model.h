@@ -50,15 +50,16 @@ class LlamaModel : public LanguageModel {
   bool takes_packed_documents() const override { return true; }
   bool takes_labels() const override { return true; }
 
-  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (Qwen2DecoderLayer with
-  // q/k/v biases, Qwen3DecoderLayer with qk_layernorm, Qwen3MoeDecoderLayer with experts; the
+  // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (MistralDecoderLayer with a
+  // sliding window, Qwen2DecoderLayer with q/k/v biases, Qwen3DecoderLayer with qk_layernorm, Qwen3MoeDecoderLayer with experts; the
   // CausalLM's _no_split_modules); embed_tokens is the token embedding; lm_head (untied only)
   // the output.
   std::vector<std::pair<std::string, std::string>> module_classes() const override {
-    const char* layer = config_.num_experts > 0 ? "Qwen3MoeDecoderLayer"
-                        : config_.qk_layernorm  ? "Qwen3DecoderLayer"
-                        : config_.add_qkv_bias  ? "Qwen2DecoderLayer"
-                                                : "LlamaDecoderLayer";
+    const char* layer = config_.num_experts > 0     ? "Qwen3MoeDecoderLayer"
+                        : config_.qk_layernorm      ? "Qwen3DecoderLayer"
+                        : config_.add_qkv_bias      ? "Qwen2DecoderLayer"
+                        : config_.sliding_window > 0 ? "MistralDecoderLayer"
+                                                    : "LlamaDecoderLayer";
     return {{layer, "layers.{*}"}};
   }
   // Megatron's fused layers, as the Hugging Face modules they hold (an expert's MLP too).

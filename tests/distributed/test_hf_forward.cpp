@@ -1,6 +1,6 @@
 // Export to a Hugging Face folder, checked by an independent forward pass: each tiny model is
 // written as config.json (llama_hf_config) + safetensors under HF names, read by
-// tests/reference/hf_forward.py (NumPy, transformers' Llama / Qwen2 / Qwen3 math), and its logits must
+// tests/reference/hf_forward.py (NumPy, transformers' Llama / Mistral / Qwen2 / Qwen3 math), and its logits must
 // match megacpp's on the same tokens. The Qwen3 model is also sharded over 2 ranks (FSDP2) and
 // exported from its gathered parameters, through a multi-file checkpoint with an index.
 #include <gtest/gtest.h>
@@ -55,6 +55,11 @@ void check_unsharded(const std::string& what, const LlamaConfig& config) {
 TEST(HfForward, LlamaTiedMatchesReference) { check_unsharded("llama tied", tiny(true, false)); }
 TEST(HfForward, LlamaUntiedMatchesReference) { check_unsharded("llama untied", tiny(false, false)); }
 TEST(HfForward, Qwen3MatchesReference) { check_unsharded("qwen3", tiny(true, true)); }
+TEST(HfForward, MistralSlidingWindowMatchesReference) {
+  LlamaConfig mistral = tiny(false, false);
+  mistral.sliding_window = 5;  // shorter than the 12 reference tokens
+  check_unsharded("mistral (sliding window 5)", mistral);
+}
 TEST(HfForward, Qwen2BiasesMatchReference) {
   LlamaConfig qwen2 = tiny(false, false);
   qwen2.add_qkv_bias = true;

@@ -87,6 +87,15 @@ TEST(InitFromHf, FirstLossOfEveryLayoutIsTheImportedCheckpointsAndTheFolderComes
   EXPECT_NE(testing::read_file(dir + "/back/config.json").find("Qwen2ForCausalLM"), std::string::npos);
 }
 
+// Writes `config` as an HF folder (one file) with drawn norms.
+void write_folder(const std::string& dir, const models::LlamaConfig& config) {
+  models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
+  model.init_weights(0.2, 7);
+  testing::draw_norms_and_biases(model, 11);
+  fs::create_directories(dir);
+  testing::write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(model), 1 << 30);
+}
+
 // Runs megacpp-train on one rank from `folder` with `flags`; expects it refused before training
 // (status 1, no checkpoint written) with every one of `expected` in its output.
 void expect_refused(const std::string& folder, const std::string& flags, const std::vector<std::string>& expected) {
@@ -131,6 +140,44 @@ TEST(InitFromHf, RefusesFlagsOfAnotherModelAndBrokenFoldersByName) {
   EXPECT_NE(no_tokenizer.find("--init-from-hf-path '" + hf + "': cannot open " + hf + "/tokenizer.json"), std::string::npos) << no_tokenizer;
   // What changes no weight may differ: a RoPE model's --max-position-embeddings.
   testing::expect_trained(testing::train(1, kRun + " --init-from-hf-path " + hf + " --max-position-embeddings 32"), 2);
+}
+
+// Mistral (--model-id mistral): Llama with a sliding window, here 5 keys of 16-token sequences.
+// The same losses on 1 and 2 ranks and from --load of the folder, other losses than the same weights without the window, the
+// window's flag checked against config.json, and the folder back, MistralForCausalLM.
+TEST(InitFromHf, MistralTrainsWithItsSlidingWindowAndComesBack) {
+  const std::string dir = testing::scratch_dir();
+  models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/false);
+  config.sliding_window = 5;
+  write_folder(dir + "/mistral", config);
+  const std::string from_folder = kRun + " --init-from-hf-path " + dir + "/mistral";
+  const testing::TrainRun one = testing::train(1, from_folder + " --model-id mistral");
+  testing::expect_trained(one, 2);
+  testing::expect_same_losses(one, testing::train(2, from_folder + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
+  // Megatron's --load given the folder reads it as --init-from-hf-path.
+  const testing::TrainRun loaded = testing::train(1, kRun + " --load " + dir + "/mistral");
+  testing::expect_same_losses(one, loaded, "--load of the folder", 1e-5);
+  EXPECT_NE(loaded.result.output.find("--load " + dir + "/mistral is a Hugging Face folder"), std::string::npos) << loaded.result.output;
+  testing::expect_trained(testing::train(1, from_folder + " --lr 0 --save " + dir + "/ckpt"), 2);
+  const std::string unwindowed = with_config(dir + "/mistral", dir + "/full", "sliding_window", nullptr);
+  const testing::TrainRun full = testing::train(1, kRun + " --init-from-hf-path " + unwindowed);
+  testing::expect_trained(full, 2);
+  EXPECT_GT(std::abs(full.losses[0] - one.losses[0]), 1e-4 * one.losses[0]) << "the window changes what attention sees";
+  expect_refused(dir + "/mistral", "--sliding-window 8",
+                 {"--sliding-window: 8 by the flags given, 5 in " + dir + "/mistral/config.json"});
+
+  auto exported = testing::convert("export --load " + dir + "/ckpt --output " + dir + "/back");
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  const auto original = io::serialization::SafetensorsCheckpoint::open(dir + "/mistral");
+  const auto back = io::serialization::SafetensorsCheckpoint::open(dir + "/back");
+  ASSERT_EQ(original.names(), back.names());
+  for (const auto& name : original.names()) {
+    const auto a = original.tensor(name), b = back.tensor(name);
+    EXPECT_TRUE(a.nbytes == b.nbytes && std::equal(a.data, a.data + a.nbytes, b.data)) << name;
+  }
+  const auto written = nlohmann::json::parse(testing::read_file(dir + "/back/config.json"));
+  EXPECT_EQ(written["architectures"], nlohmann::json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(written["sliding_window"], 5);
 }
 
 }  // namespace

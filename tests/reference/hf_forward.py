@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""An independent forward pass of Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM in NumPy.
+"""An independent forward pass of Hugging Face's LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM in NumPy.
 
 Reads a Hugging Face model folder (config.json, and model.safetensors or
 model.safetensors.index.json with its shards) and prints or saves the logits for token ids.
 It shares no code with megacpp: the files are parsed by safetensors_reader.py (next to this
-file) and the math is transformers' modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py /
+file) and the math is transformers' modeling_llama.py / modeling_mistral.py / modeling_qwen2.py / modeling_qwen3.py /
 modeling_qwen3_moe.py,
 eager attention:
 
@@ -15,6 +15,7 @@ eager attention:
               rotary (rotate_half; inv_freq = 1 / theta^(arange(0, d, 2) / d), positions 0..s-1)
               k, v repeated for grouped-query attention (repeat_kv)
               h += softmax(q k^T / sqrt(head_dim) + causal mask) v  Wo^T
+              (Mistral with sliding_window w: the mask also hides key j from query i when i - j >= w)
               h += down(silu(gate(RMSNorm(h))) * up(RMSNorm(h)))
               (Qwen3-MoE sparse layers, Qwen3MoeSparseMoeBlock: p = softmax(x gate^T) per token, its
                top num_experts_per_tok experts, weights renormalized to sum 1 when norm_topk_prob,
@@ -66,8 +67,8 @@ def read_config(directory):
 def parse_config(cfg, path):
     """The settings forward() needs, from a text model's config (path names it in errors)."""
     model_type = cfg.get("model_type")
-    if model_type not in ("llama", "qwen2", "qwen3", "qwen3_moe"):
-        raise ModelError(f"{path}: model_type {model_type!r} is not llama, qwen2, qwen3 or qwen3_moe")
+    if model_type not in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe"):
+        raise ModelError(f"{path}: model_type {model_type!r} is not llama, mistral, qwen2, qwen3 or qwen3_moe")
 
     def refuse(key, allowed):
         if cfg.get(key) is not None and cfg[key] != allowed:
@@ -100,6 +101,7 @@ def parse_config(cfg, path):
         "eps": cfg.get("rms_norm_eps", 1e-6),
         "theta": cfg.get("rope_theta", 10000.0),
         "tied": cfg.get("tie_word_embeddings", False),
+        "window": cfg.get("sliding_window", 4096) if model_type == "mistral" else None,  # MistralConfig's default
     }
 
 
@@ -239,6 +241,9 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None, embeds=None):
     emb = np.concatenate([freqs, freqs], axis=-1)  # [seq, d]
     cos, sin = np.cos(emb), np.sin(emb)
     mask = np.triu(np.full((seq, seq), -np.inf, dtype=dtype), 1)
+    if cfg["window"] is not None:  # transformers' sliding_window_overlay: kv_idx > q_idx - sliding_window
+        positions = np.arange(seq)
+        mask[positions[:, None] - positions[None, :] >= cfg["window"]] = -np.inf
     h = w("model.embed_tokens.weight")[ids] if embeds is None else embeds.astype(dtype)
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."

@@ -19,6 +19,11 @@ models::LlamaConfig tiny_qwen2(bool tied) {
   c.add_qkv_bias = true;
   return c;
 }
+models::LlamaConfig tiny_mistral() {
+  models::LlamaConfig c = testing::tiny_llama(false, false);
+  c.sliding_window = 5;
+  return c;
+}
 
 std::string error_of(const json& config) {
   try {
@@ -33,7 +38,7 @@ TEST(HfConfig, RoundTripsEveryVariant) {
   models::LlamaConfig defaults;  // 0 = resolved defaults (ffn, query groups, head dim)
   defaults.max_position_embeddings = 128;
   for (const auto& c : {defaults, tiny(true, false), tiny(false, false), tiny(true, true), tiny(false, true), tiny_qwen2(true),
-                        tiny_qwen2(false)}) {
+                        tiny_qwen2(false), tiny_mistral()}) {
     json j = llama_hf_config(c, "float32");
     EXPECT_EQ(llama_config_from_hf(j, "config.json"), c) << j.dump();
     EXPECT_EQ(llama_config_from_hf(json::parse(j.dump()), "config.json"), c);  // through text, as on disk
@@ -74,6 +79,15 @@ TEST(HfConfig, WritesTheKeysTransformersReads) {
     EXPECT_NE(std::string(e.what()).find("--add-qkv-bias with --qk-layernorm"), std::string::npos) << e.what();
   }
 
+  json mistral = llama_hf_config(tiny_mistral(), "float32");
+  EXPECT_EQ(mistral["architectures"], json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(mistral["model_type"], "mistral");
+  EXPECT_EQ(mistral["sliding_window"], 5);
+  EXPECT_FALSE(mistral.contains("attention_bias")) << "MistralConfig has no such key";
+  models::LlamaConfig windowed_qwen = tiny_qwen2(false);
+  windowed_qwen.sliding_window = 5;
+  EXPECT_THROW(llama_hf_config(windowed_qwen, "float32"), std::invalid_argument);
+
   models::LlamaConfig defaults;
   defaults.max_position_embeddings = 64;
   EXPECT_EQ(llama_hf_config(defaults, "float32")["intermediate_size"], 4 * defaults.hidden_size);
@@ -110,6 +124,13 @@ TEST(HfConfig, AppliesTransformersDefaults) {
   EXPECT_TRUE(qwen2.add_qkv_bias) << "Qwen2's biases whatever attention_bias says";
   EXPECT_EQ(qwen2.head_dim(), 128) << "Qwen2Config: hidden 4096 / 32 heads";
   EXPECT_EQ(qwen2.max_position_embeddings, 32768);
+  // MistralConfig's defaults: 8 key/value heads, a window of 4096; null: no window (v0.2 on).
+  const models::LlamaConfig mistral = llama_config_from_hf({{"model_type", "mistral"}}, "config.json");
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_EQ(mistral.kv_heads(), 8);
+  EXPECT_EQ(mistral.ffn(), 14336);
+  EXPECT_EQ(llama_config_from_hf({{"model_type", "mistral"}, {"sliding_window", nullptr}}, "config.json").sliding_window, 0);
+  EXPECT_NE(error_of({{"model_type", "mistral"}, {"sliding_window", -3}}).find("key 'sliding_window'"), std::string::npos);
   const models::LlamaConfig bare = llama_config_from_hf({{"model_type", "llama"}}, "config.json");
   EXPECT_EQ(bare.vocab_size, 32000);
   EXPECT_EQ(bare.hidden_size, 4096);
@@ -141,7 +162,8 @@ TEST(HfConfig, RefusesUnsupportedFeaturesNamingFileAndKey) {
       {llama, "attention_dropout", 0.1, "key 'attention_dropout'"},
       {llama, "architectures", json::array({"MistralForCausalLM"}), "key 'architectures'"},
       {llama, "architectures", json::array({"Qwen3ForCausalLM"}), "key 'architectures'"},
-      {llama, "model_type", "mistral", "key 'model_type': \"mistral\""},
+      {llama, "model_type", "gemma", "key 'model_type': \"gemma\""},
+      {llama, "model_type", "mistral", "key 'architectures': [\"LlamaForCausalLM\"]: expected [\"MistralForCausalLM\"]"},
       {qwen3, "use_sliding_window", true, "key 'use_sliding_window'"},
       {qwen3, "layer_types", json::array({"full_attention", "sliding_attention"}), "key 'layer_types'"},
       {llama, "num_hidden_layers", "two", "key 'num_hidden_layers': expected a positive integer"},
@@ -186,7 +208,7 @@ TEST(HfConfig, RefusesUnknownWeightNames) {
       llama_name_from_hf(name);
       ADD_FAILURE() << name;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Qwen2/Qwen3 model"),
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is not a weight of a Llama/Mistral/Qwen2/Qwen3 model"),
                 std::string::npos)
           << e.what();
     }
