@@ -1,19 +1,28 @@
 """megacpp against PyTorch 2.x eager on the same Llama, side by side (run by scripts/bench.sh).
 
-Both programs are started the same way (megacpp-run, which gives every rank OMP_NUM_THREADS and a
-passive OpenMP wait policy), on the same libtorch and BLAS (the PyTorch 2.6 root), with the same
-model (the parameter counts are checked equal), the same tokens per iteration, fp32, AdamW and
-gradient clipping. Time per iteration is the median over the iterations after the warm-up; peak
-memory is the largest resident set of any rank (wait4's rusage). Ratios are megacpp / PyTorch:
-below 1 megacpp is faster or smaller.
+Like for like: both programs are started by megacpp-run (every rank gets OMP_NUM_THREADS and a
+passive OpenMP wait policy), on the same libtorch and OpenBLAS (the PyTorch 2.6 root's), with
+the same model (parameter counts checked equal), tokens per iteration, fp32, AdamW, gradient
+clipping, attention kernel class (SDPA on both sides) and gradient-reduction work (one
+reduce-scatter per iteration: PyTorch's fully_shard skips it on all but the last micro-batch with
+set_requires_gradient_sync, as megacpp's engine does). The allocator settings are equal too:
+"kept" gives PyTorch the glibc settings megacpp-train applies to itself (Note [Host memory]),
+"glibc" gives megacpp glibc's defaults (MEGACPP_KEEP_HOST_MEMORY=0), as PyTorch has them.
 
-  python3 bench/bench.py [--build build-pytorch2] [--sections abcde] [--iters 13] [--warmup 3]
+Each case runs --repeats times interleaved (megacpp, PyTorch, megacpp, ...); a run's figure is
+the median time per iteration after the warm-up and the peak resident set of its largest rank
+(wait4's rusage). The machine's 1-minute load average is sampled before every run. The results
+go to --json, which bench/report.py turns into docs/performance.md's tables.
 
-Section (f) is megacpp alone: peak memory and time per iteration at a long sequence, with and
-without TiledMLP and Ulysses (python3 bench/bench.py --build build --sections f runs it on
-Debian's libtorch too).
+  python3 bench/bench.py [--sections abcdefg] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
+
+Section (g) runs megacpp built on Debian's libtorch 1.13 (--build-113, outside the root, its
+own attention: no SDPA there) against the same PyTorch 2.6. Section (f) is megacpp alone: peak
+memory and time at a long sequence with and without TiledMLP and Ulysses.
 """
 import argparse
+import datetime
+import json
 import os
 import re
 import statistics
@@ -22,32 +31,30 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+ROOT = ["bash", os.path.join(REPO, "scripts", "in_pytorch2_root.sh")]  # runs a command in the PyTorch 2.6 root
 BASE = dict(layers=4, hidden=256, heads=4, ffn=688, seq=256, vocab=8192, batch=4)
 TIME_RE = re.compile(r"elapsed time per iteration \(ms\): ([0-9.]+)")
 PARAMS_RE = re.compile(r"model \w+: (\d+) parameters")
 
-
-class Run:
-    def __init__(self, ms, peak_mb, parameters, tokens):
-        self.ms, self.peak_mb, self.parameters, self.tokens = ms, peak_mb, parameters, tokens
-
-
 # glibc settings that keep freed memory in the process, as megacpp-train sets them itself (Note
-# [Host memory]); given to PyTorch for a like-for-like row, and MEGACPP_KEEP_HOST_MEMORY=0 gives
-# megacpp glibc's defaults.
+# [Host memory]): the environment each side gets under each allocator setting.
 KEEP_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-GLIBC_DEFAULTS = {"MEGACPP_KEEP_HOST_MEMORY": "0"}
+ALLOCATOR_ENV = {
+    "kept": {"megacpp": {}, "megacpp-1.13": {}, "pytorch": KEEP_MEMORY},
+    "glibc": {"megacpp": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "megacpp-1.13": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "pytorch": {}},
+}
 
 
-def execute(command, what, env=None):
+def execute(command, what, env):
     """Runs `command`; returns its output and the peak RSS (MB) of it and every rank it waited for."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, **(env or {})))
+                               env=dict(os.environ, **env))
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        sys.exit(f"bench: {what} failed ({process.returncode}):\n{output[-4000:]}\ncommand: {' '.join(command)}")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"bench: {what} failed ({code}):\n{output[-4000:]}\ncommand: {' '.join(command)}")
     return output, usage.ru_maxrss / 1024.0
 
 
@@ -59,21 +66,20 @@ def parse(output, what, warmup):
     return statistics.median(times[warmup:]), int(params.group(1))
 
 
-def launcher(args, ranks, threads):
-    return [os.path.join(args.build, "megacpp-run"), "--nproc-per-node", str(ranks), "--master-port", "0",
+def launcher(build, ranks, threads):
+    return [os.path.join(build, "megacpp-run"), "--nproc-per-node", str(ranks), "--master-port", "0",
             "--omp-num-threads", str(threads)]
 
 
-def megacpp(args, cfg, ranks, threads, fsdp):
+def megacpp_command(args, build, cfg, ranks, threads, fsdp, iters):
     """fsdp: 'none', 'root' (one group) or 'layers' (a group per decoder layer, then the root)."""
-    command = launcher(args, ranks, threads) + [
-        os.path.join(args.build, "megacpp-train"), "--model-type", "llama", "--mock-data", "--num-layers", str(cfg["layers"]),
+    command = launcher(build, ranks, threads) + [
+        os.path.join(build, "megacpp-train"), "--model-type", "llama", "--mock-data", "--num-layers", str(cfg["layers"]),
         "--hidden-size", str(cfg["hidden"]), "--num-attention-heads", str(cfg["heads"]),
         "--ffn-hidden-size", str(cfg["ffn"]), "--seq-length", str(cfg["seq"]),
         "--max-position-embeddings", str(cfg["seq"]), "--tokenizer-type", "NullTokenizer",
-        "--vocab-size", str(cfg["vocab"] - 1),
-        "--make-vocab-size-divisible-by", "1", "--micro-batch-size", "1",
-        "--global-batch-size", str(cfg["batch"]), "--train-iters", str(args.iters), "--log-interval", "1",
+        "--vocab-size", str(cfg["vocab"] - 1), "--make-vocab-size-divisible-by", "1", "--micro-batch-size", "1",
+        "--global-batch-size", str(cfg["batch"]), "--train-iters", str(iters), "--log-interval", "1",
         "--eval-iters", "0", "--lr", "1e-4"]
     if fsdp != "none":
         command += ["--use-torch-fsdp2"]
@@ -82,91 +88,83 @@ def megacpp(args, cfg, ranks, threads, fsdp):
     return command
 
 
-def pytorch(args, cfg, ranks, threads, fsdp):
-    return launcher(args, ranks, threads) + [
-        sys.executable, os.path.join(HERE, "pytorch_llama.py"), "--num-layers", str(cfg["layers"]),
+def pytorch_command(args, cfg, ranks, threads, fsdp, iters):
+    return launcher(args.build, ranks, threads) + [
+        "python3", os.path.join(HERE, "pytorch_llama.py"), "--num-layers", str(cfg["layers"]),
         "--hidden-size", str(cfg["hidden"]), "--num-attention-heads", str(cfg["heads"]),
         "--ffn-hidden-size", str(cfg["ffn"]), "--seq-length", str(cfg["seq"]), "--vocab-size", str(cfg["vocab"]),
-        "--global-batch-size", str(cfg["batch"]), "--train-iters", str(args.iters), "--fsdp", fsdp,
+        "--global-batch-size", str(cfg["batch"]), "--train-iters", str(iters), "--fsdp", fsdp,
         "--no-reshard-after-forward"]
 
 
-def measure(args, cfg, ranks=1, threads=1, fsdp="none", megacpp_env=None, pytorch_env=None):
-    """Both sides on one configuration: (megacpp Run, PyTorch Run)."""
-    runs = []
-    for side, make, env in (("megacpp", megacpp, megacpp_env), ("pytorch", pytorch, pytorch_env)):
-        what = f"{side} {cfg} ranks={ranks} threads={threads} fsdp={fsdp} env={env}"
-        output, peak = execute(make(args, cfg, ranks, threads, fsdp), what, env)
-        ms, parameters = parse(output, what, args.warmup)
-        runs.append(Run(ms, peak, parameters, cfg["batch"] * cfg["seq"]))
-    if runs[0].parameters != runs[1].parameters:
-        sys.exit(f"bench: the two models differ: megacpp {runs[0].parameters} vs PyTorch {runs[1].parameters} parameters")
-    return runs
+def side_command(args, side, cfg, ranks, threads, fsdp, iters):
+    if side == "pytorch":
+        return ROOT + pytorch_command(args, cfg, ranks, threads, fsdp, iters)
+    if side == "megacpp":
+        return ROOT + megacpp_command(args, args.build, cfg, ranks, threads, fsdp, iters)
+    return megacpp_command(args, args.build_113, cfg, ranks, threads, fsdp, iters)  # megacpp-1.13, on this machine
 
 
-def table(title, header, rows):
-    print(f"\n{title}")
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
-    for row in [header] + rows:
-        print("  " + "  ".join(str(x).rjust(w) for x, w in zip(row, widths)))
+def measure(args, section, cfg, ranks=1, threads=1, fsdp="none", allocator="kept", sides=("megacpp", "pytorch"),
+            iters=None, warmup=None):
+    """One case: the sides run --repeats times, interleaved; recorded in args.cases and returned."""
+    iters, warmup = iters or args.iters, args.warmup if warmup is None else warmup
+    case = dict(section=section, cfg=cfg, ranks=ranks, threads=threads, fsdp=fsdp, allocator=allocator, iters=iters,
+                warmup=warmup, load=[], runs={side: [] for side in sides},
+                env={side: ALLOCATOR_ENV[allocator][side] for side in sides})
+    parameters = {}
+    for repeat in range(args.repeats):
+        for side in sides:
+            what = f"{side} {cfg} ranks={ranks} threads={threads} fsdp={fsdp} allocator={allocator} repeat {repeat + 1}"
+            case["load"].append(os.getloadavg()[0])
+            output, peak = execute(side_command(args, side, cfg, ranks, threads, fsdp, iters), what, case["env"][side])
+            ms, parameters[side] = parse(output, what, warmup)
+            case["runs"][side].append(dict(ms=ms, peak_mb=peak))
+            print(f"bench: {what}: {ms:.1f} ms/iteration, {peak:.0f} MB", flush=True)
+    if len(set(parameters.values())) != 1:
+        sys.exit(f"bench: the models differ: {parameters} parameters")
+    case["parameters"] = next(iter(parameters.values()))
+    args.cases.append(case)
+    return case
 
 
-def ratio(a, b):
-    return f"{a / b:.2f}"
-
-
-def section_a(args):
-    rows = []
+def section_a(args):  # one process, 1 and 2 threads, both allocator settings
     for threads in (1, 2):
-        m, p = measure(args, BASE, threads=threads)
-        m_glibc, p_kept = measure(args, BASE, threads=threads, megacpp_env=GLIBC_DEFAULTS, pytorch_env=KEEP_MEMORY)
-        rows.append([threads, f"{m.ms:.1f}", f"{p.ms:.1f}", ratio(m.ms, p.ms), f"{m.peak_mb:.0f}", f"{p.peak_mb:.0f}",
-                     ratio(m.peak_mb, p.peak_mb), f"{m_glibc.ms:.1f}", f"{p_kept.ms:.1f}", ratio(m.ms, p_kept.ms)])
-    table("(a) one process, no sharding: median ms/iteration and peak RSS (MB); then both with glibc's malloc\n"
-          "    defaults (megacpp with MEGACPP_KEEP_HOST_MEMORY=0) and both keeping freed memory (PyTorch with\n"
-          "    MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ as megacpp sets them)",
-          ["threads", "megacpp ms", "pytorch ms", "ratio", "megacpp MB", "pytorch MB", "ratio",
-           "megacpp glibc ms", "pytorch kept ms", "ratio kept"], rows)
+        for allocator in ("kept", "glibc"):
+            measure(args, "a", BASE, threads=threads, allocator=allocator)
 
 
-def section_b(args):
-    rows = []
+def section_b(args):  # 2 ranks, FSDP2: one group, a group per layer
     for fsdp in ("root", "layers"):
-        m, p = measure(args, BASE, ranks=2, fsdp=fsdp)
-        rows.append([fsdp, f"{m.ms:.1f}", f"{p.ms:.1f}", ratio(m.ms, p.ms), f"{m.peak_mb:.0f}", f"{p.peak_mb:.0f}"])
-    table("(b) 2 ranks, FSDP2 on Gloo (1 thread per rank): megacpp --use-torch-fsdp2 vs fully_shard",
-          ["groups", "megacpp ms", "pytorch ms", "ratio", "megacpp MB/rank", "pytorch MB/rank"], rows)
+        measure(args, "b", BASE, ranks=2, fsdp=fsdp)
 
 
-def section_c(args):
-    rows = []
-    points = [dict(hidden=h, heads=h // 64, ffn=h * 688 // 256) for h in (128, 256, 512)]
-    points += [dict(seq=s) for s in (128, 512, 1024)]
+def section_c(args):  # growth with hidden size and sequence length
+    points = [dict(hidden=h, heads=h // 64, ffn=h * 688 // 256) for h in (128, 512)]
+    points += [dict(seq=s) for s in (128, 1024)]
     for change in points:
         cfg = dict(BASE, **change)
-        m, p = measure(args, cfg)
-        rows.append([cfg["hidden"], cfg["seq"], m.parameters, f"{m.ms:.1f}", f"{p.ms:.1f}", ratio(m.ms, p.ms)])
-    table("(c) growth with hidden size and sequence length (one process, 1 thread)",
-          ["hidden", "seq", "parameters", "megacpp ms", "pytorch ms", "ratio"], rows)
+        long = cfg["seq"] >= 1024 or cfg["hidden"] >= 512
+        measure(args, "c", cfg, iters=min(args.iters, 8) if long else None, warmup=min(args.warmup, 2) if long else None)
 
 
-def section_d(args):
-    one_1, py_1 = measure(args, BASE, threads=1)
-    one_2, py_2 = measure(args, BASE, threads=2)
-    two, py_two = measure(args, BASE, ranks=2, fsdp="layers")
-    rows = [["megacpp", f"{one_1.ms:.1f}", f"{one_2.ms:.1f}", f"{two.ms:.1f}", ratio(two.ms, one_2.ms), ratio(two.ms, one_1.ms)],
-            ["pytorch", f"{py_1.ms:.1f}", f"{py_2.ms:.1f}", f"{py_two.ms:.1f}", ratio(py_two.ms, py_2.ms), ratio(py_two.ms, py_1.ms)]]
-    table("(d) FSDP overhead: 2 ranks x 1 thread (a group per layer) against 1 rank on the same global batch",
-          ["", "1 rank x 1 ms", "1 rank x 2 ms", "2 ranks ms", "2 ranks / (1 x 2)", "2 ranks / (1 x 1)"], rows)
+def section_d(args):  # FSDP overhead: the runs of (a) and (b) against 2 ranks x 1 thread; measured here if absent
+    have = {(c["section"], c["threads"], c["fsdp"], c["allocator"]) for c in args.cases}
+    for threads in (1, 2):
+        if ("a", threads, "none", "kept") not in have:
+            measure(args, "a", BASE, threads=threads)
+    if ("b", 1, "layers", "kept") not in have:
+        measure(args, "b", BASE, ranks=2, fsdp="layers")
 
 
-def section_e(args):
-    rows = []
-    for ranks in (1, 2, 4):
-        m, p = measure(args, BASE, ranks=ranks, fsdp="layers" if ranks > 1 else "none")
-        rows.append([ranks, f"{m.peak_mb:.0f}", f"{p.peak_mb:.0f}", ratio(m.peak_mb, p.peak_mb)])
-    table("(e) peak memory per rank (MB; FSDP2 with a group per layer above 1 rank)",
-          ["ranks", "megacpp", "pytorch", "ratio"], rows)
+def section_e(args):  # peak memory per rank at 4 ranks (1 and 2 are in (a) and (b))
+    measure(args, "e", BASE, ranks=4, fsdp="layers", iters=min(args.iters, 8), warmup=min(args.warmup, 2))
+
+
+def section_g(args):  # megacpp on Debian's libtorch 1.13 against PyTorch 2.6
+    for seq in (256, 1024):
+        measure(args, "g", dict(BASE, seq=seq), sides=("megacpp-1.13", "pytorch"),
+                iters=min(args.iters, 8) if seq >= 1024 else None, warmup=min(args.warmup, 2) if seq >= 1024 else None)
 
 
 LONG = dict(BASE, seq=4096, batch=2)
@@ -174,7 +172,6 @@ LONG = dict(BASE, seq=4096, batch=2)
 
 def section_f(args):
     iters, warmup = min(args.iters, 5), min(args.warmup, 1)
-    rows = []
     for ulysses in (1, 2):
         for tiles in (0, 4):
             path = os.path.join(args.scratch, f"long_{ulysses}_{tiles}.yaml")
@@ -182,37 +179,45 @@ def section_f(args):
                 f.write(f"sub_modules_to_wrap:\n  - layers.{{*}}\nulysses_size: {ulysses}\n")
                 if tiles:
                     f.write(f"apply_tiled_mlp: true\ntiled_num_shards: {tiles}\n")
-            command = megacpp(argparse.Namespace(**dict(vars(args), iters=iters)), LONG, 2, 1, "root")
-            command += ["--fsdp2-config-path", path]
+            command = megacpp_command(args, args.build_113, LONG, 2, 1, "root", iters) + ["--fsdp2-config-path", path]
             what = f"megacpp long sequence ulysses={ulysses} tiles={tiles}"
-            output, peak = execute(command, what)
-            ms, _ = parse(output, what, warmup)
-            rows.append([ulysses, tiles or "off", f"{ms:.1f}", f"{peak:.0f}"])
-    base = float(rows[0][3])
-    for row in rows:
-        row.append(ratio(float(row[3]), base))
-    table(f"(f) megacpp at {LONG['seq']} tokens, 2 ranks (FSDP, a group per layer; global batch {LONG['batch']}): "
-          f"median ms/iteration of {iters - warmup} and peak RSS per rank (MB)",
-          ["ulysses_size", "tiled MLP", "ms", "MB/rank", "MB vs first row"], rows)
+            load = os.getloadavg()[0]
+            output, peak = execute(command, what, {})
+            ms, parameters = parse(output, what, warmup)
+            args.cases.append(dict(section="f", cfg=LONG, ranks=2, threads=1, fsdp="layers", ulysses=ulysses, tiles=tiles,
+                                   iters=iters, warmup=warmup, load=[load], parameters=parameters,
+                                   runs={"megacpp-1.13": [dict(ms=ms, peak_mb=peak)]}, env={"megacpp-1.13": {}}))
+
+
+def settings(args):
+    """What a reader needs to rerun it: the machine, the builds, the software of both sides."""
+    def text(command):
+        return subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    torch = text(ROOT + ["python3", "-c", "import torch; print(torch.__version__)"]) if set(args.sections) - {"f"} else ""
+    return dict(date=datetime.date.today().isoformat(), commit=text(["git", "rev-parse", "--short", "HEAD"]),
+                cores=os.cpu_count(), cpu=cpu, pytorch=torch, build=args.build, build_113=args.build_113,
+                iters=args.iters, warmup=args.warmup, repeats=args.repeats, model=BASE,
+                command="bash scripts/bench.sh " + " ".join(sys.argv[1:]))
 
 
 def main():
     parser = argparse.ArgumentParser(description="megacpp against PyTorch 2.x eager, side by side")
-    parser.add_argument("--build", default="build-pytorch2", help="megacpp build directory (default build-pytorch2)")
-    parser.add_argument("--sections", default="abcde")
+    parser.add_argument("--build", default=os.path.join(REPO, "build-pytorch2"),
+                        help="megacpp built against the root's libtorch 2.6 (default build-pytorch2)")
+    parser.add_argument("--build-113", default=os.path.join(REPO, "build"),
+                        help="megacpp built against Debian's libtorch 1.13, run on this machine (default build)")
+    parser.add_argument("--sections", default="abcdefg")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iters", type=int, default=13)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", default=os.path.join(REPO, "bench", "results.json"))
     args = parser.parse_args()
-    against = "alone"
-    if set(args.sections) - {"f"}:
-        import torch
-        against = f"and PyTorch {torch.__version__} eager"
-    print(f"bench: megacpp ({args.build}) {against}; {os.cpu_count()} cores; "
-          f"{args.iters} iterations, median of the last {args.iters - args.warmup}")
-    if set(args.sections) - {"f"}:
-        print("model: Llama, {layers} layers, hidden {hidden}, {heads} heads, ffn {ffn}, sequence {seq}, vocabulary {vocab}, "
-              "global batch {batch} (micro-batch 1), fp32, AdamW, clip 1.0".format(**BASE))
-    with tempfile.TemporaryDirectory() as scratch:
+    args.build, args.build_113 = os.path.abspath(args.build), os.path.abspath(args.build_113)
+    args.cases = []
+    results = dict(settings=settings(args), cases=args.cases)
+    print(f"bench: {json.dumps(results['settings'])}", flush=True)
+    with tempfile.TemporaryDirectory(dir=REPO, prefix=".bench-") as scratch:  # inside the checkout: the root sees it
         args.scratch = scratch
         args.layers_yaml = os.path.join(scratch, "layers.yaml")
         with open(args.layers_yaml, "w") as f:
@@ -222,6 +227,9 @@ def main():
             f.write("sub_modules_to_wrap:\n  - layers.{*}\nreshard_after_forward: false\n")
         for name in args.sections:
             globals()["section_" + name](args)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"bench: results in {args.json} (python3 bench/report.py {args.json} renders them)")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,9 @@ def parse():
     p.add_argument("--bf16", action="store_true", help="fully_shard's mixed precision: bf16 compute, fp32 reduction")
     p.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
                    help="keep each group gathered from its forward to its backward")
+    p.add_argument("--sync-every-micro-batch", action="store_true",
+                   help="reduce-scatter the gradients after every micro-batch (fully_shard's default); without it, "
+                        "only after the last one (set_requires_gradient_sync), as megacpp does")
     return p.parse_args()
 
 
@@ -175,7 +178,10 @@ def main():
     for iteration in range(1, a.train_iters + 1):
         start = time.perf_counter()
         total = 0.0
-        for _ in range(micro_batches):
+        for m in range(micro_batches):
+            if a.fsdp != "none" and not a.sync_every_micro_batch:
+                # reduce-scatter once, after the last micro-batch's backward, as megacpp's engine does
+                model.set_requires_gradient_sync(m == micro_batches - 1)
             ids = torch.randint(0, a.vocab_size, (a.micro_batch_size, a.seq_length + 1), generator=generator).to(device)
             logits = model(ids[:, :-1])
             loss = F.cross_entropy(logits.float().view(-1, a.vocab_size), ids[:, 1:].reshape(-1)) / micro_batches

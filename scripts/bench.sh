@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# megacpp against PyTorch 2.6 eager on the same Llama, side by side (bench/bench.py): sets up the
-# PyTorch 2.6 root, builds megacpp against its libtorch (build-pytorch2/) and runs both there, on
-# the same libtorch and OpenBLAS. Takes about 10 minutes on 2 cores. Arguments go to bench.py
-# (--sections abcde, --iters N, --warmup N).
+# megacpp against PyTorch 2.6 eager on the same Llama, like for like (bench/bench.py): sets up the
+# PyTorch 2.6 root, builds megacpp against its libtorch (build-pytorch2/) and against Debian's
+# 1.13 (build/), runs every case several times interleaved, writes bench/results.json and
+# regenerates docs/performance.md's tables from it (bench/report.py). About 25 minutes on 2
+# cores; run it on an otherwise idle machine. Arguments go to bench.py (--sections abcdefg,
+# --repeats N, --iters N, --warmup N, --json FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_pytorch2.sh
 bash scripts/build_pytorch2.sh
-exec bash scripts/in_pytorch2_root.sh python3 bench/bench.py "$@"
+bash scripts/build.sh
+python3 bench/bench.py --json bench/results.json "$@"
+python3 bench/report.py bench/results.json --docs docs/performance.md
