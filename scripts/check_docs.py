@@ -5,6 +5,8 @@
                                                      docs/cli.md
     python3 scripts/check_docs.py files             every repository path a doc names (in `code`
                                                      or a link) exists
+    python3 scripts/check_docs.py benchmark         docs/performance.md's generated tables are what
+                                                     bench/report.py makes of bench/results.json
 
 Exit 1 naming each miss, with the doc and line where it is named.
 """
@@ -77,8 +79,24 @@ def check_files():
     return missing
 
 
+def check_benchmark():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import report  # noqa: E402
+    import json
+    with open(os.path.join(ROOT, "bench", "results.json")) as f:
+        expected = report.render(json.load(f))
+    with open(os.path.join(ROOT, "docs", "performance.md")) as f:
+        doc = f.read()
+    if expected not in doc:
+        return ["docs/performance.md: its tables are not what `python3 bench/report.py bench/results.json` makes "
+                "(rerun it with --docs docs/performance.md, or bash scripts/bench.sh)"]
+    return []
+
+
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "flags":
+    if len(sys.argv) == 2 and sys.argv[1] == "benchmark":
+        missing = check_benchmark()
+    elif len(sys.argv) == 3 and sys.argv[1] == "flags":
         missing = check_flags(sys.argv[2])
     elif len(sys.argv) == 2 and sys.argv[1] == "files":
         missing = check_files()
