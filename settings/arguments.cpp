@@ -104,6 +104,8 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
     throw std::invalid_argument("--padded-vocab-size " + std::to_string(padded) + " is smaller than the vocabulary of " +
                                 a.tokenizer.type + " (" + std::to_string(a.tokenizer_vocab_size) + ")");
   }
+  checked_sum({{a.tokenizer_vocab_size, a.tokenizer.type + "'s vocabulary"}, {a.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by"}},
+              "the vocabulary padded to a multiple of --make-vocab-size-divisible-by");
   const int64_t vocab = padded != 0 ? padded : io::data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
   try {
     a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});

@@ -51,13 +51,17 @@ bool is_number(const std::string& word) {
 // megacpp's reason when it is a Megatron flag megacpp does not support, and each stray word that
 // is not a value of such a flag (the words after it up to the next flag, as Megatron's flags may
 // take several: --rampup-batch-size 16 16 5859375).
-std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& words, std::vector<std::string> unmatched) {
+// `swallowed`: flags cxxopts took as the value of the flag before them; the words after one
+// are its values, not strays.
+std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& words, std::vector<std::string> unmatched,
+                                                const std::vector<std::string>& swallowed) {
   std::vector<std::string> problems;
   bool after_unknown_flag = false;
   for (size_t i = 1; i < words.size(); ++i) {
     auto it = std::find(unmatched.begin(), unmatched.end(), words[i]);
     if (it == unmatched.end()) {
-      after_unknown_flag = after_unknown_flag && words[i].rfind("-", 0) != 0;
+      const bool flag_taken_as_value = std::find(swallowed.begin(), swallowed.end(), words[i]) != swallowed.end();
+      after_unknown_flag = flag_taken_as_value || (after_unknown_flag && words[i].rfind("-", 0) != 0);
       continue;
     }
     unmatched.erase(it);
@@ -72,6 +76,36 @@ std::vector<std::string> unrecognised_arguments(const std::vector<std::string>& 
     }  // else a value of the unknown flag
   }
   return problems;
+}
+
+// A flag followed directly by another flag (`--num-layers --hidden-size 64`): cxxopts takes the
+// second as the first's value. Each such flag, with the problem it makes.
+std::vector<std::string> flags_missing_values(const cxxopts::ParseResult& result, std::vector<std::string>& problems) {
+  std::vector<std::string> swallowed;
+  for (const auto& argument : result.arguments()) {
+    const std::string& value = argument.value();
+    if (value.size() > 2 && value.rfind("--", 0) == 0 && !is_number(value)) {
+      problems.push_back("--" + argument.key() + " has no value: the word after it is the flag " + value);
+      swallowed.push_back(value);
+    }
+  }
+  return swallowed;
+}
+
+// cxxopts names a value it cannot parse but not its flag ("Argument 'maybe' failed to parse",
+// a switch given =maybe): the word holding the value names it.
+std::string naming_the_flag(const std::vector<std::string>& words, const std::string& what) {
+  const std::string open = "\u2018", close = "\u2019";  // cxxopts quotes with ‘ ’
+  const size_t begin = what.find(open), end = begin == std::string::npos ? begin : what.find(close, begin);
+  if (what.rfind("Argument ", 0) != 0 || end == std::string::npos) return what;
+  const std::string value = what.substr(begin + open.size(), end - begin - open.size());
+  for (const auto& word : words) {
+    const size_t equals = word.find('=');
+    if (word.rfind("--", 0) == 0 && equals != std::string::npos && word.substr(equals + 1) == value) {
+      return word + ": " + word.substr(0, equals) + " is a switch: give it alone, or =true / =false";
+    }
+  }
+  return what;
 }
 
 }  // namespace
@@ -94,9 +128,12 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   try {
     line.result = options.parse(static_cast<int>(joined_argv.size()), joined_argv.data());
   } catch (const cxxopts::exceptions::exception& e) {
-    throw std::invalid_argument(e.what());
+    throw std::invalid_argument(naming_the_flag(words, e.what()));
   }
-  line.problems = unrecognised_arguments(words, line.result.unmatched());
+  std::vector<std::string> missing;
+  const std::vector<std::string> swallowed = flags_missing_values(line.result, missing);
+  line.problems = unrecognised_arguments(words, line.result.unmatched(), swallowed);
+  line.problems.insert(line.problems.begin(), missing.begin(), missing.end());
   for (auto& problem : megatron_flag_problems(line.result, model_flag_names())) line.problems.push_back(std::move(problem));
   if (line.result["help"].as<bool>() && line.problems.empty()) {  // --help: the flags, whatever the model flags say
     std::cout << options.help() << std::endl;

@@ -51,10 +51,17 @@ void check_recompute(const TrainingArguments& a) {
   require(a.recompute_num_layers > 0, "--recompute-granularity full needs --recompute-num-layers >= 1");
 }
 
+constexpr int kMaxTimeoutMinutes = 100 * 365 * 24 * 60;
+
 void check_parallel_flags(const TrainingArguments& a) {
   check_recompute(a);  // --context-parallel-size: with the YAML's ulysses_size, settings/parallelism.cpp
   require(a.empty_unused_memory_level >= 0 && a.empty_unused_memory_level <= 2, "--empty-unused-memory-level must be 0, 1 or 2");
   require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
+  // Gloo's deadlines are nanoseconds of the steady clock: past ~292 years they wrap around and
+  // every wait times out at once.
+  require(a.distributed_timeout_minutes <= kMaxTimeoutMinutes,
+          "--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes) + ": at most " +
+              std::to_string(kMaxTimeoutMinutes) + " (100 years; libtorch's deadlines overflow past ~292)");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(!a.grad_reduce_in_bf16 || a.use_torch_fsdp2, "--grad-reduce-in-bf16 needs --use-torch-fsdp2 (FSDP2 reduces the gradients)");

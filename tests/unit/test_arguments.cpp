@@ -313,6 +313,17 @@ TEST(Arguments, BatchArithmeticThatOverflowsNamesTheFlags) {
             std::string::npos);
 }
 
+// What cxxopts would have said in its own words (issue 31): each message names the flag.
+TEST(Arguments, ParseErrorsNameTheFlag) {
+  EXPECT_EQ(error_of({"--mock-data", "--num-layers", "--hidden-size", "64"}),
+            "--num-layers has no value: the word after it is the flag --hidden-size");
+  EXPECT_EQ(error_of({"--mock-data", "--bf16=maybe"}), "--bf16=maybe: --bf16 is a switch: give it alone, or =true / =false");
+  const std::string padded = error_of({"--mock-data", "--make-vocab-size-divisible-by", "9223372036854775807"});
+  EXPECT_NE(padded.find("--make-vocab-size-divisible-by (9223372036854775807): the vocabulary padded"), std::string::npos) << padded;
+  EXPECT_EQ(error_of({"--mock-data", "--distributed-timeout-minutes", "2147483647"}),
+            "--distributed-timeout-minutes 2147483647: at most 52560000 (100 years; libtorch's deadlines overflow past ~292)");
+}
+
 TEST(Arguments, DataTokenizerAndEvaluationFlags) {
   auto a = parse({"--data-path", "0.7", "/data/a_text_document", "0.3", "/data/b.h5", "--split", "98,2,0",
                   "--eval-interval", "50", "--eval-iters", "4", "--exit-interval", "30", "--peak-tflops", "989",
