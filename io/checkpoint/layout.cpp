@@ -28,6 +28,10 @@ std::string checkpoint_dir(const std::string& root, int64_t iteration) {
 std::optional<int64_t> read_tracker(const std::string& root) {
   const std::string path = tracker_path(root);
   if (!fs::exists(path)) return std::nullopt;
+  if (!fs::is_regular_file(path)) {
+    throw std::runtime_error(path + ": is not a file: the checkpoint tracker holds the latest iteration ('release' or a "
+                             "number, as --save writes it); remove it or give another directory");
+  }
   std::string text = read_whole_file(path);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   if (text == "release") return kReleaseIteration;
@@ -36,6 +40,9 @@ std::optional<int64_t> read_tracker(const std::string& root) {
     const long long iteration = std::stoll(text, &used);
     if (used == text.size() && iteration >= 0) return iteration;
   } catch (const std::exception&) {
+  }
+  if (text.empty()) {
+    throw std::runtime_error(path + ": is empty: expected an iteration number or 'release' (what --save writes there)");
   }
   throw std::runtime_error(path + ": expected an iteration number or 'release', found '" + text + "'");
 }

@@ -189,7 +189,12 @@ class Hdf5TokenDataset final : public TokenDataset {
     if (::stat(file.c_str(), &st) != 0) throw std::runtime_error(file + ": no such file");
     Hdf5Guard guard;
     if (H5Fis_hdf5(file.c_str()) <= 0) throw std::runtime_error(file + ": not an HDF5 file (bad magic)");
-    file_id_ = checked(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, file, "H5Fopen");
+    const hid_t id = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (id < 0) {  // the signature is there, the rest is not: cut short or damaged
+      throw std::runtime_error(file + ": an HDF5 file HDF5 cannot open (" + std::to_string(st.st_size) +
+                               " bytes; truncated or damaged?): write it again with megacpp-preprocess --output-format hdf5");
+    }
+    file_id_ = Handle(id, H5Fclose);
     hsize_t total = 0;
     tokens_ = open_vector(file_id_.get(), "tokens", file, &total);
     Handle type = checked(H5Dget_type(tokens_.get()), H5Tclose, file, "H5Dget_type");

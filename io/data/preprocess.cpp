@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -51,6 +52,9 @@ class DocumentReader {
  public:
   DocumentReader(const PreprocessOptions& options, std::string format)
       : file_(options.input), format_(std::move(format)), separator_(options.document_separator), in_(file_) {
+    if (std::filesystem::is_directory(file_)) {
+      throw std::runtime_error(file_ + ": is a directory; --input takes one file of JSON lines or text");
+    }
     if (!in_) throw std::runtime_error(file_ + ": cannot open the input file");
   }
 

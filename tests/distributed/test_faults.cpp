@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "io/checkpoint/layout.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -134,6 +135,26 @@ TEST(Faults, IndexFilesChangedAfterTheSaveAreRefused) {
     TrainRun intact = testing::train(1, kFaultsModel + " --train-iters 3 --load " + save + " --ckpt-step 2");
     EXPECT_EQ(intact.result.status, 0) << intact.result.output;
   }
+}
+
+// A tracker that is a directory or empty is named with what it should hold (issue 31).
+TEST(Faults, ATrackerThatIsNoIterationIsNamedWithWhatItShouldHold) {
+  const std::string dir = testing::scratch_dir();
+  const std::string tracker_file = dir + "/latest_checkpointed_iteration.txt";
+  auto error = [&] {
+    try {
+      io::checkpoint::read_tracker(dir);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  fs::create_directories(tracker_file);
+  EXPECT_EQ(error(), tracker_file + ": is not a file: the checkpoint tracker holds the latest iteration ('release' or a number, "
+                                    "as --save writes it); remove it or give another directory");
+  fs::remove(tracker_file);
+  std::ofstream(tracker_file).flush();
+  EXPECT_EQ(error(), tracker_file + ": is empty: expected an iteration number or 'release' (what --save writes there)");
 }
 
 TEST(Faults, OverflowingBatchArithmeticIsRefusedByFlag) {

@@ -448,6 +448,11 @@ TEST(CorruptHdf5Dataset, EachDefectIsNamed) {
   EXPECT_NE(error_of([&] { open_token_dataset(dir / "none.h5"); }).find(dir / "none.h5"), std::string::npos);
   write_bytes(dir / "text.h5", "not hdf5 at all");
   EXPECT_NE(error_of([&] { open_token_dataset(dir / "text.h5"); }).find(dir / "text.h5"), std::string::npos);
+  const std::string whole = read_bytes(dir / "good.h5");  // cut short: the signature is there, the rest is not
+  write_bytes(dir / "cut.h5", whole.substr(0, whole.size() / 2));
+  const std::string cut = error_of([&] { open_token_dataset(dir / "cut.h5"); });
+  EXPECT_NE(cut.find(dir / "cut.h5: an HDF5 file HDF5 cannot open (" + std::to_string(whole.size() / 2) + " bytes; truncated"),
+            std::string::npos) << cut;
 
   H5Spec spec;
   spec.with_documents = false;

@@ -293,6 +293,10 @@ TEST(PreprocessBinary, ErrorsExitNonZeroNamingTheLineOrFlag) {
   EXPECT_FALSE(std::filesystem::exists(dir / "out_text_document.bin") ||
                std::filesystem::exists(dir / "out_text_document.idx") ||
                std::filesystem::exists(dir / "out_text_document.bin.tmp"));
+  std::filesystem::create_directories(dir / "folder");
+  run = run_binary(dir, "--input '" + (dir / "folder") + "' --output-prefix '" + (dir / "out") + "'");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find(dir / "folder: is a directory; --input takes one file"), std::string::npos) << run.err;
   run = run_binary(dir, "--input x --output-prefix y --workers two");
   EXPECT_EQ(run.status, 2);
   EXPECT_NE(run.err.find("--workers"), std::string::npos) << run.err;
