@@ -85,6 +85,13 @@ at::Tensor HfFolderWeights::block(const std::string& fqn, const std::vector<int6
   at::Tensor t = s.source.hf.transposed ? stored.t() : stored;
   for (size_t dim = 0; dim < sizes.size(); ++dim) t = t.narrow(static_cast<int64_t>(dim), offsets.at(dim), sizes[dim]);
   at::Tensor values = t.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  // safetensors has no checksum: a damaged byte that stays a finite number goes unseen, but a
+  // NaN or infinity is refused before it reaches training.
+  const int64_t nonfinite = values.numel() - values.isfinite().sum().item<int64_t>();
+  if (nonfinite > 0) {
+    throw std::runtime_error(s.source.what + ": " + std::to_string(nonfinite) + " of its values are NaN or infinite (a damaged "
+                             "file, or a model saved after it diverged); megacpp starts only from finite weights");
+  }
   if (s.source.hf.offset != 0.0) values.sub_(s.source.hf.offset);
   return values;
 }

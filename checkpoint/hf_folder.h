@@ -42,7 +42,8 @@ class HfFolderWeights {
   // in the model) is missing or of another shape, or stored in a dtype megacpp cannot read.
   void check(const std::string& fqn, const std::vector<int64_t>& shape) const;
   // The block of parameter `fqn` (global `shape`) at `offsets` of `sizes`, as fp32 values in the
-  // model's layout (transposed back, a stored offset taken off); checked as check() does.
+  // model's layout (transposed back, a stored offset taken off); checked as check() does, and
+  // refused naming the file and the tensor when a value is NaN or infinite.
   at::Tensor block(const std::string& fqn, const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets,
                    const std::vector<int64_t>& sizes) const;
   at::Tensor full(const std::string& fqn, const std::vector<int64_t>& shape) const;

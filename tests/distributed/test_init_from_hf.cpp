@@ -135,6 +135,18 @@ TEST(InitFromHf, RefusesFlagsOfAnotherModelAndBrokenFoldersByName) {
   expect_refused(deeper, "", {deeper + ": no tensor 'model.layers.2."});
   const std::string wider = with_config(hf, dir + "/wider", "intermediate_size", 44);
   expect_refused(wider, "", {"tensor 'model.layers.0.mlp.gate_proj.weight': shape [40, 32], the model of " + wider + "/config.json needs [44, 32]"});
+  // A NaN in the data (safetensors has no checksum): refused naming the file and the tensor.
+  write_folder(dir + "/nan", testing::tiny_llama(/*tied=*/false, /*qwen3=*/false));
+  const std::string file = dir + "/nan/" + io::serialization::kSafetensorsSingleName;
+  const uint64_t begin = io::serialization::SafetensorsFile::open(file).header_size() + 8 +
+                         io::serialization::SafetensorsFile::open(file).data_offsets("model.norm.weight").first;
+  {
+    std::fstream damaged(file, std::ios::in | std::ios::out | std::ios::binary);
+    damaged.seekp(static_cast<std::streamoff>(begin));
+    const uint32_t nan_bits = 0x7fc00000u;  // little-endian F32 NaN in the first value
+    damaged.write(reinterpret_cast<const char*>(&nan_bits), sizeof(nan_bits));
+  }
+  expect_refused(dir + "/nan", "", {file + ", tensor 'model.norm.weight': 1 of its values are NaN or infinite"});
   // No tokenizer flag: the folder's tokenizer.json, which this one has not.
   const std::string no_tokenizer = testing::train(1, "--mock-data --seq-length 16 --train-iters 1 --init-from-hf-path " + hf).result.output;
   EXPECT_NE(no_tokenizer.find("--init-from-hf-path '" + hf + "': cannot open " + hf + "/tokenizer.json"), std::string::npos) << no_tokenizer;
