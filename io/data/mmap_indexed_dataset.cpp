@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "io/data/indexed_dataset.h"
+#include "io/data/mapped_file_guard.h"
 #include "io/data/token_dataset_internal.h"
 #include "megacpp/errors.h"
 
@@ -60,10 +61,12 @@ class MappedFile {
         throw std::runtime_error(path + ": cannot mmap (" + err + ")");
       }
       data_ = static_cast<const unsigned char*>(p);
+      guard_ = std::make_unique<MappedFileGuard>(data_, size_, path);
     }
     ::close(fd);  // the mapping keeps the file alive
   }
   ~MappedFile() {
+    guard_.reset();  // before the range can be mapped again by someone else
     if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
   }
   MappedFile(const MappedFile&) = delete;
@@ -77,6 +80,7 @@ class MappedFile {
   std::string path_;
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
+  std::unique_ptr<MappedFileGuard> guard_;  // names this file if it shrinks under the mapping
 };
 
 class MmapTokenDataset final : public TokenDataset {

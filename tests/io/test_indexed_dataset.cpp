@@ -226,6 +226,20 @@ TEST(TokenDataset, ConcurrentReadsAgree) {
   }
 }
 
+// A .bin cut short while a dataset reads it (issue 31): the SIGBUS of the vanished page names the
+// file instead of killing the process silently.
+TEST(TokenDatasetDeathTest, ABinTruncatedUnderTheReaderIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-runs the test in the child: another TempDir
+  TempDir dir;
+  const std::string path = dir / "shrinking";
+  write_dataset(path, TokenDtype::kUInt16, kSmall);
+  auto dataset = open_token_dataset(path);
+  std::filesystem::resize_file(path + ".bin", 0);
+  int64_t out[3];
+  EXPECT_EXIT(dataset->read(0, 0, 3, out), ::testing::ExitedWithCode(1),
+              "shrinking.bin: reading byte 0 of it failed \\(SIGBUS\\): the file is shorter than when it was opened");
+}
+
 TEST(TokenDataset, ReadOutsideASequenceThrowsNamingTheFile) {
   TempDir dir;
   for (const std::string path : {dir / "small", dir / "small.h5"}) {
