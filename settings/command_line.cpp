@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include "models/registry.h"
 #include "settings/flag_section.h"
@@ -93,16 +94,20 @@ std::vector<std::string> flags_missing_values(const cxxopts::ParseResult& result
 }
 
 // cxxopts names a value it cannot parse but not its flag ("Argument 'maybe' failed to parse",
-// a switch given =maybe): the word holding the value names it.
+// a switch given =maybe): the word holding the value names it. cxxopts quotes with ‘ ’ or with '
+// depending on its version.
 std::string naming_the_flag(const std::vector<std::string>& words, const std::string& what) {
-  const std::string open = "\u2018", close = "\u2019";  // cxxopts quotes with ‘ ’
-  const size_t begin = what.find(open), end = begin == std::string::npos ? begin : what.find(close, begin);
-  if (what.rfind("Argument ", 0) != 0 || end == std::string::npos) return what;
-  const std::string value = what.substr(begin + open.size(), end - begin - open.size());
-  for (const auto& word : words) {
-    const size_t equals = word.find('=');
-    if (word.rfind("--", 0) == 0 && equals != std::string::npos && word.substr(equals + 1) == value) {
-      return word + ": " + word.substr(0, equals) + " is a switch: give it alone, or =true / =false";
+  if (what.rfind("Argument ", 0) != 0) return what;
+  for (const auto& [open, close] : {std::pair<std::string, std::string>{"\u2018", "\u2019"}, {"'", "'"}}) {
+    const size_t begin = what.find(open);
+    const size_t end = begin == std::string::npos ? begin : what.find(close, begin + open.size());
+    if (end == std::string::npos) continue;
+    const std::string value = what.substr(begin + open.size(), end - begin - open.size());
+    for (const auto& word : words) {
+      const size_t equals = word.find('=');
+      if (word.rfind("--", 0) == 0 && equals != std::string::npos && word.substr(equals + 1) == value) {
+        return word + ": " + word.substr(0, equals) + " is a switch: give it alone, or =true / =false";
+      }
     }
   }
   return what;
