@@ -7,10 +7,19 @@
 
 namespace megacpp::training {
 
+namespace {
+
+// How many of `labels` a loss counts: where the mask keeps one, or every one without a mask.
+at::Tensor count_of_labels(const at::Tensor& mask, int64_t labels) {
+  return mask.defined() ? mask.gt(0).sum().to(torch::kDouble) : torch::scalar_tensor(static_cast<double>(labels), torch::kDouble);
+}
+
+}  // namespace
+
 int64_t counted_labels(const MicroBatch& batch) {
   const int64_t seq_length = batch.tokens.size(1) - 1;
-  if (!batch.loss_mask.defined()) return batch.tokens.size(0) * seq_length;
-  return batch.loss_mask.narrow(1, 0, seq_length).gt(0).sum().item<int64_t>();
+  const at::Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.narrow(1, 0, seq_length) : at::Tensor();
+  return count_of_labels(mask, batch.tokens.size(0) * seq_length).item<int64_t>();
 }
 
 LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses) {
@@ -28,8 +37,7 @@ LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBa
   parallel::Module::Tensors inputs{input, batch.images};
   if (packed || model.loss_chunk_size() > 0) inputs.insert(inputs.end(), {batch.position_ids, batch.document_ids});
   LabelLoss result;
-  result.labels = mask.defined() ? mask.gt(0).sum().to(torch::kDouble)
-                                 : torch::scalar_tensor(static_cast<double>(labels.numel()), torch::kDouble);
+  result.labels = count_of_labels(mask, labels.numel());
   if (model.loss_chunk_size() > 0) {  // the model sums the loss (Note [Chunked loss])
     inputs.push_back(labels);
     inputs.push_back(mask.defined() ? mask.gt(0) : mask);
