@@ -11,6 +11,7 @@ repeats' peaks of the largest rank. "load" is the highest 1-minute load average 
 run of the case (2 cores: about 1 per busy core, the benchmark's own included).
 """
 import argparse
+import json
 import statistics
 import sys
 
@@ -142,7 +143,6 @@ def main():
     parser.add_argument("results")
     parser.add_argument("--docs", help="a Markdown file whose block between the markers is replaced")
     args = parser.parse_args()
-    import json
     with open(args.results) as f:
         text = render(json.load(f))
     if not args.docs:
