@@ -155,7 +155,7 @@ TEST(InitFromHf, RefusesFlagsOfAnotherModelAndBrokenFoldersByName) {
 }
 
 // Mistral (--model-id mistral): Llama with a sliding window, here 5 keys of 16-token sequences.
-// The same losses on 1 and 2 ranks and from --load of the folder, other losses than the same weights without the window, the
+// The same losses on 1, 2 and 4 ranks, HSDP 2x2 and from --load of the folder, other losses than the same weights without the window, the
 // window's flag checked against config.json, and the folder back, MistralForCausalLM.
 TEST(InitFromHf, MistralTrainsWithItsSlidingWindowAndComesBack) {
   const std::string dir = testing::scratch_dir();
@@ -166,6 +166,9 @@ TEST(InitFromHf, MistralTrainsWithItsSlidingWindowAndComesBack) {
   const testing::TrainRun one = testing::train(1, from_folder + " --model-id mistral");
   testing::expect_trained(one, 2);
   testing::expect_same_losses(one, testing::train(2, from_folder + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
+  testing::expect_same_losses(one, testing::train(4, from_folder + " --use-torch-fsdp2"), "FSDP on 4 ranks", 1e-5);
+  testing::expect_same_losses(one, testing::train(4, from_folder + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
+                              "HSDP 2x2", 1e-5);
   // Megatron's --load given the folder reads it as --init-from-hf-path.
   const testing::TrainRun loaded = testing::train(1, kRun + " --load " + dir + "/mistral");
   testing::expect_same_losses(one, loaded, "--load of the folder", 1e-5);
