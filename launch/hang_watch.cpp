@@ -38,7 +38,8 @@ bool is_stopped(pid_t pid) {
 HangWatch::HangWatch(int timeout_seconds) : timeout_seconds_(timeout_seconds) {
   std::string pattern = (std::filesystem::temp_directory_path() / "megacpp-run-heartbeat-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a heartbeat directory for --hang-timeout-seconds: " + std::string(std::strerror(errno)));
+    throw std::runtime_error("cannot create a heartbeat directory for hang detection in " +
+                             std::filesystem::temp_directory_path().string() + ": " + std::strerror(errno));
   }
   dir_ = pattern;
 }
@@ -65,19 +66,24 @@ std::string HangWatch::describe(const Watched& w, Clock::time_point now) const {
          "' for " + std::to_string(idle) + " s";
 }
 
-std::optional<std::string> HangWatch::check() {
-  const Clock::time_point now = Clock::now();
-  const auto timeout = std::chrono::seconds(timeout_seconds_);
-  bool hung = false;
+void HangWatch::read_beats(Clock::time_point now) {
   for (Watched& w : ranks_) {
     const std::string beat = read_file(file_for(w.rank));
     if (beat != w.last_beat) {
       w.last_beat = beat;
       w.last_progress = now;
     }
-    // Only a rank that has reported progress is watched: the program may not be megacpp-train.
-    if (!w.last_beat.empty() && now - w.last_progress >= timeout) hung = true;
   }
+}
+
+std::optional<std::string> HangWatch::check() {
+  const Clock::time_point now = Clock::now();
+  const auto timeout = std::chrono::seconds(timeout_seconds_);
+  read_beats(now);
+  // Only a rank that has reported progress is watched: the program may not be megacpp-train.
+  const bool hung = timeout_seconds_ > 0 && std::any_of(ranks_.begin(), ranks_.end(), [&](const Watched& w) {
+                      return !w.last_beat.empty() && now - w.last_progress >= timeout;
+                    });
   if (!hung) return std::nullopt;
   std::vector<const Watched*> at_fault, waiting;
   for (const Watched& w : ranks_) {
@@ -97,6 +103,22 @@ std::optional<std::string> HangWatch::check() {
     report += ". Waiting for it: ";
     for (size_t i = 0; i < waiting.size(); ++i) report += (i ? "; " : "") + describe(*waiting[i], now);
   }
+  return report;
+}
+
+std::optional<std::string> HangWatch::behind(int failed_rank) {
+  const Clock::time_point now = Clock::now();
+  read_beats(now);
+  const auto failed = std::find_if(ranks_.begin(), ranks_.end(), [&](const Watched& w) { return w.rank == failed_rank; });
+  if (failed == ranks_.end() || failed->last_beat.empty()) return std::nullopt;
+  // Every rank beats the same phases in the same order, so the counts compare.
+  const auto beats = [](const Watched& w) { return std::strtoull(w.last_beat.c_str(), nullptr, 10); };
+  std::string report;
+  for (const Watched& w : ranks_) {
+    if (w.rank == failed_rank || w.last_beat.empty()) continue;
+    if (is_stopped(w.pid) || beats(w) < beats(*failed)) report += (report.empty() ? "" : "; ") + describe(w, now);
+  }
+  if (report.empty()) return std::nullopt;
   return report;
 }
 

@@ -7,6 +7,10 @@
 // names the rank at fault, with its pid and its last phase, and stops the job: a rank that is
 // stopped (state T in /proc) if there is one, else every rank that made no progress. A program
 // that never writes its file (not megacpp-train) is not watched.
+//
+// Without --hang-timeout-seconds the files are written and read all the same, and only the
+// job's end differs: the collective timeout (--distributed-timeout-minutes) fails a rank that
+// waited, and when it does the launcher names the ranks it waited for with behind().
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +26,8 @@ class HangWatch {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `timeout_seconds` > 0. Creates a private directory for the heartbeat files.
+  // `timeout_seconds` >= 0 (0: check() never reports). Creates a private directory for the
+  // heartbeat files.
   explicit HangWatch(int timeout_seconds);
   ~HangWatch();  // removes the directory
   HangWatch(const HangWatch&) = delete;
@@ -37,6 +42,10 @@ class HangWatch {
   // Reads the heartbeat files; returns the report when a watched rank has made no progress for
   // the timeout (the job should stop), else nullopt.
   std::optional<std::string> check();
+  // When `failed_rank` fails: the other ranks that are stopped by a signal or had not reached its
+  // last phase (fewer heartbeats), described with their phase and how long they made no
+  // progress; nullopt when there are none.
+  std::optional<std::string> behind(int failed_rank);
 
  private:
   struct Watched {
@@ -46,6 +55,7 @@ class HangWatch {
     Clock::time_point last_progress;  // when it last changed
   };
   std::string describe(const Watched& w, Clock::time_point now) const;
+  void read_beats(Clock::time_point now);
 
   int timeout_seconds_;
   std::string dir_;

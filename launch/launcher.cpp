@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hang_watch.h"
+#include "port_claim.h"
 #include "rank_process.h"
 
 extern char** environ;
@@ -73,7 +74,7 @@ class Supervisor {
  public:
   Supervisor(const LaunchOptions& opts, int port, int signal_fd)
       : opts_(opts), port_(port), signal_fd_(signal_fd),
-        hang_watch_(opts.hang_timeout_seconds > 0 ? std::make_unique<HangWatch>(opts.hang_timeout_seconds) : nullptr) {}
+        hang_watch_(opts.hang_timeout_seconds) {}
 
   int run() {
     spawn_all();
@@ -104,7 +105,7 @@ class Supervisor {
       r.rank = opts_.node_rank * opts_.nproc_per_node + l;
       init_stream(r.out, r.rank, STDOUT_FILENO);
       init_stream(r.err, r.rank, STDERR_FILENO);
-      std::vector<std::string> env = rank_environment(opts_, l, port_, hang_watch_ ? hang_watch_->file_for(r.rank) : "");
+      std::vector<std::string> env = rank_environment(opts_, l, port_, hang_watch_.file_for(r.rank));
       std::vector<char*> envp = c_array(env);
       try {
         spawn_rank(r, argv.data(), envp.data());
@@ -114,7 +115,7 @@ class Supervisor {
         start_teardown(SIGTERM);
         return;
       }
-      if (hang_watch_) hang_watch_->watch(r.rank, r.pid);
+      hang_watch_.watch(r.rank, r.pid);
     }
   }
 
@@ -177,9 +178,9 @@ class Supervisor {
 
   // Note [Hang detection] (hang_watch.h), once a second.
   void check_progress() {
-    if (!hang_watch_ || stopping_ || Clock::now() < next_progress_check_) return;
+    if (opts_.hang_timeout_seconds == 0 || stopping_ || Clock::now() < next_progress_check_) return;
     next_progress_check_ = Clock::now() + std::chrono::seconds(1);
-    if (auto report = hang_watch_->check()) {
+    if (auto report = hang_watch_.check()) {
       say(*report + "; stopping the job");
       hung_ = true;
       start_teardown(SIGTERM);
@@ -188,7 +189,6 @@ class Supervisor {
 
   void on_exit(Rank& r, int status) {
     r.running = false;
-    if (hang_watch_) hang_watch_->forget(r.rank);
     // Print what the rank wrote before it died ahead of the failure message.
     pump(r.out, 64);
     pump(r.err, 64);
@@ -197,8 +197,17 @@ class Supervisor {
     // before the rank could die), but poll_once() may not have read its byte yet: do it
     // first, so a rank dying of that signal counts as the interrupt, not as a failure.
     if (!stopping_) drain_signals();
-    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || stopping_) return;
+    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || stopping_) {
+      hang_watch_.forget(r.rank);
+      return;
+    }
     say(describe_exit(r, status));
+    // The first failure may be a collective's timeout on a rank that only waited: name the
+    // ranks it waited for (Note [Hang detection]).
+    if (auto waited_for = hang_watch_.behind(r.rank)) {
+      say("rank " + std::to_string(r.rank) + " failed while other ranks were behind it, which its collectives waited for: " + *waited_for);
+    }
+    hang_watch_.forget(r.rank);
     failed_rank_ = r.rank;
     start_teardown(SIGTERM);
   }
@@ -243,7 +252,7 @@ class Supervisor {
   const int port_;
   const int signal_fd_;
   std::vector<Rank> ranks_;
-  std::unique_ptr<HangWatch> hang_watch_;  // null with --hang-timeout-seconds 0
+  HangWatch hang_watch_;  // stops the job only with --hang-timeout-seconds > 0
   Clock::time_point next_progress_check_{};
   bool hung_ = false;
   int failed_rank_ = -1;
@@ -280,6 +289,9 @@ int run_launcher(const LaunchOptions& opts) {
     say("OMP_NUM_THREADS is 1 for each of the " + std::to_string(opts.nproc_per_node) +
         " ranks (not set; --omp-num-threads N or OMP_NUM_THREADS=N to change it)");
   }
+  // Note [One job per port]: held until every rank has ended.
+  std::optional<PortClaim> claim;
+  if (opts.nnodes * opts.nproc_per_node > 1) claim.emplace(opts.master_addr, port, opts.nnodes, opts.node_rank);
   SignalGuard guard;
   return Supervisor(opts, port, guard.read_fd()).run();
 }

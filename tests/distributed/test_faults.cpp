@@ -243,18 +243,25 @@ std::vector<std::string> launch_argv(const std::vector<std::string>& launcher_fl
   return argv;
 }
 
+// Sends SIGSTOP to the job's rank 1 once iteration 3 is logged; its pid, or -1.
+pid_t stop_rank_1_after_iteration_3(testing::StreamingProcess& job) {
+  if (!job.wait_for_output("iteration        3/", std::chrono::seconds(120))) return -1;
+  for (pid_t child : testing::child_pids(job.pid())) {
+    if (testing::initial_environment_value(child, "RANK") == "1") {
+      ::kill(child, SIGSTOP);
+      return child;
+    }
+  }
+  return -1;
+}
+
 // Note [Hang detection]: a stopped rank is named, with its pid and phase, within the timeout,
 // and the job ends instead of waiting for --distributed-timeout-minutes.
 TEST(Faults, AStoppedRankIsNamedWithinTheHangTimeout) {
   testing::StreamingProcess job(launch_argv({"--nproc-per-node", "2", "--master-port", "0", "--hang-timeout-seconds", "4"},
                                             kFaultsModel + " --use-torch-fsdp2 --train-iters 100000"));
-  ASSERT_TRUE(job.wait_for_output("iteration        3/", std::chrono::seconds(120))) << job.output();
-  pid_t rank1 = -1;
-  for (pid_t child : testing::child_pids(job.pid())) {
-    if (testing::initial_environment_value(child, "RANK") == "1") rank1 = child;
-  }
+  const pid_t rank1 = stop_rank_1_after_iteration_3(job);
   ASSERT_GT(rank1, 0) << job.output();
-  ::kill(rank1, SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
   ASSERT_TRUE(job.wait(std::chrono::seconds(60))) << job.output();
   const double seconds = std::chrono::duration<double>(job.exit_time() - stopped).count();
@@ -265,6 +272,23 @@ TEST(Faults, AStoppedRankIsNamedWithinTheHangTimeout) {
       << output;
   EXPECT_NE(output.find("Waiting for it: rank 0"), std::string::npos) << output;
   EXPECT_LT(seconds, 4 + 1 + 5 + 5) << "timeout, a poll, the grace period and some slack";
+}
+
+// Note [Hang detection] with the launcher's defaults: when the collective timeout
+// (--distributed-timeout-minutes 1, under the default --hang-timeout-seconds 300) fails the rank
+// that only waited, the launcher names the stopped rank it waited for.
+TEST(Faults, TheCollectiveTimeoutNamesTheStoppedRankItWaitedFor) {
+  testing::StreamingProcess job(launch_argv({"--nproc-per-node", "2", "--master-port", "0"},
+                                            kFaultsModel + " --use-torch-fsdp2 --train-iters 100000 --distributed-timeout-minutes 1"));
+  const pid_t rank1 = stop_rank_1_after_iteration_3(job);
+  ASSERT_GT(rank1, 0) << job.output();
+  ASSERT_TRUE(job.wait(std::chrono::seconds(60 + 60))) << job.output();
+  EXPECT_NE(job.exit_code(), 0);
+  const std::string output = job.output();
+  EXPECT_NE(output.find("megacpp-run: rank 0 failed while other ranks were behind it, which its collectives waited for: rank 1 (pid " +
+                        std::to_string(rank1) + ", stopped by a signal) in 'iteration"),
+            std::string::npos)
+      << output;
 }
 
 // A second job on a port in use gets a message that names the port; the first job goes on.
@@ -279,12 +303,49 @@ TEST(Faults, ASecondJobOnTheSamePortIsRefusedAndTheFirstGoesOn) {
   ASSERT_TRUE(second.wait(std::chrono::seconds(120))) << second.output();
   EXPECT_NE(second.exit_code(), 0);
   const std::string refused = second.output();
-  EXPECT_TRUE(refused.find("MASTER_PORT " + port + " is already in use on this host") != std::string::npos ||
-              refused.find("belongs to another job started on the same port") != std::string::npos)
+  EXPECT_NE(refused.find("--master-port " + port + " is taken on this host by another job's megacpp-run (pid " +
+                         std::to_string(first.pid()) + ")"),
+            std::string::npos)
       << refused;
+  EXPECT_EQ(refused.find("[rank"), std::string::npos) << "a rank of the refused job started:\n" << refused;
   ASSERT_TRUE(first.wait(std::chrono::seconds(120))) << first.output();
   EXPECT_EQ(first.exit_code(), 0) << first.output();
   EXPECT_NE(first.output().find("iteration        3/"), std::string::npos) << first.output();
+}
+
+// Note [One job per port]: two jobs started on one port 0 to 1 s apart. One trains all its
+// iterations and exits 0; the other is refused before it starts a rank, naming the port and the
+// launcher that holds it. Whenever the second starts later, the first is the one that trains.
+TEST(Faults, OfTwoJobsOnOnePortOneTrainsAndTheOtherIsRefusedAtEveryStagger) {
+  const std::string dir = testing::scratch_dir();
+  // The last save takes 1.5 s more: each job still runs when the other starts.
+  const testing::ProcessEnvironment slow_save{{{"MEGACPP_TEST_SAVE_DELAY_MS", "1500"}}, {}};
+  for (int stagger_ms : {0, 300, 600, 1000}) {
+    SCOPED_TRACE("stagger " + std::to_string(stagger_ms) + " ms");
+    const std::string port = std::to_string(testing::free_port());
+    const auto job = [&](const std::string& name) {
+      return launch_argv({"--nproc-per-node", "2", "--master-port", port},
+                         kFaultsModel + " --use-torch-fsdp2 --train-iters 3 --save-interval 3 --save " + dir + "/" + name +
+                             std::to_string(stagger_ms));
+    };
+    testing::StreamingProcess first(job("first"), slow_save);
+    std::this_thread::sleep_for(std::chrono::milliseconds(stagger_ms));
+    testing::StreamingProcess second(job("second"), slow_save);
+    ASSERT_TRUE(first.wait(std::chrono::seconds(120))) << first.output();
+    ASSERT_TRUE(second.wait(std::chrono::seconds(120))) << second.output();
+    const bool first_trained = first.exit_code() == 0;
+    if (stagger_ms > 0) EXPECT_TRUE(first_trained) << first.output();
+    testing::StreamingProcess& trained = first_trained ? first : second;
+    testing::StreamingProcess& refused = first_trained ? second : first;
+    EXPECT_EQ(trained.exit_code(), 0) << trained.output();
+    EXPECT_NE(trained.output().find("iteration        3/"), std::string::npos) << trained.output();
+    EXPECT_NE(refused.exit_code(), 0) << refused.output();
+    EXPECT_NE(refused.output().find("--master-port " + port + " is taken on this host by another job's megacpp-run (pid " +
+                                    std::to_string(trained.pid()) + ")"),
+              std::string::npos)
+        << refused.output();
+    EXPECT_EQ(refused.output().find("[rank"), std::string::npos) << "a rank of the refused job started:\n" << refused.output();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// Note [One job per port]
+// A job started on a port a running job uses must not disturb it. Its rank 0 cannot host the
+// rendezvous store there, but its other ranks would reach the running job's store and, when
+// they get there before that job's own ranks, take their places. So each megacpp-run claims its
+// rendezvous on this host before it starts any rank: an abstract Unix socket named after the
+// port (and, on a node other than the master, the master's address and the node rank), which
+// the kernel releases when the launcher ends, however it ends. A second launcher finds the name
+// taken, asks the holder's socket who it is (SO_PEERCRED) and refuses before starting a rank;
+// of two started at the same instant, exactly one gets the name. Ranks started by another
+// launcher are still turned away by the rendezvous itself (parallel/distributed_runtime.cpp).
+#pragma once
+
+#include <string>
+
+namespace megacpp::launch {
+
+class PortClaim {
+ public:
+  // Claims the rendezvous of (master_addr, port) as node `node_rank`; throws std::runtime_error
+  // naming the port, the flag and the launcher that holds it.
+  PortClaim(const std::string& master_addr, int port, int nnodes, int node_rank);
+  ~PortClaim();
+  PortClaim(const PortClaim&) = delete;
+  PortClaim& operator=(const PortClaim&) = delete;
+
+  // The socket's name without its leading NUL, for messages and tests.
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+};
+
+}  // namespace megacpp::launch
