@@ -22,6 +22,7 @@ Heartbeat::~Heartbeat() {
 }
 
 void Heartbeat::beat(const std::string& phase) {
+  phase_ = phase;
   if (fd_ < 0) return;
   // "COUNT PHASE": the launcher sees progress as a change of the file. A torn read is only
   // another change; a failed write is not worth stopping training for.

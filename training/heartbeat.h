@@ -18,10 +18,13 @@ class Heartbeat {
 
   // Reports progress: the rank now enters `phase` (e.g. "iteration 12: micro-batch 1 of 4").
   void beat(const std::string& phase);
+  // The phase last entered, kept also without a file (for error messages).
+  const std::string& phase() const { return phase_; }
 
  private:
   int fd_ = -1;
   uint64_t count_ = 0;
+  std::string phase_ = "starting";
 };
 
 }  // namespace megacpp::training

@@ -29,6 +29,7 @@
 #include "training/forward_backward.h"
 #include "training/evaluation_loss.h"
 #include "training/log_lines.h"
+#include "training/memory_estimate.h"
 #include "training/loss_scaler.h"
 #include "training/lr_schedule.h"
 #include "training/optimizer.h"
@@ -68,8 +69,18 @@ class TrainingRun {
       std::printf("%s\n", arguments_block(args_.flag_values).c_str());
       std::fflush(stdout);
     }
+    estimate_memory();
     build_data();
+    // Note [Memory estimate]: an allocation that fails from here on names the phase.
+    with_memory_context([this] { build_and_train(); }, [this] { return heartbeat_.phase(); }, memory_need_);
+    return 0;
+  }
+
+ private:
+  void build_and_train() {
+    heartbeat_.beat("building the model");
     build_model();
+    heartbeat_.beat("sharding and initializing the model");
     parallelize_model();
     build_optimizer();
     load_checkpoint();
@@ -107,10 +118,8 @@ class TrainingRun {
     }
     finish(exited_early);
     log_summary(first_iteration);
-    return 0;
   }
 
- private:
   // Checks that need the launch environment or the FSDP2 YAML; the flags alone were checked by
   // parse_arguments.
   void validate_configuration() {
@@ -154,6 +163,13 @@ class TrainingRun {
       args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
     }
     slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size, mesh_->ulysses().size()};
+  }
+
+  // Note [Memory estimate]: before any of the model is allocated.
+  void estimate_memory() {
+    memory_need_ = estimate_memory_need(args_, dims_);
+    if (!device_.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
+    if (auto limit = host_memory_limit()) refuse_what_cannot_fit(memory_need_, *limit, model_size_flags(args_));
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
@@ -376,6 +392,7 @@ class TrainingRun {
   settings::TrainingArguments args_;  // a copy: train_iters is derived from --train-samples once the batch is known
   const Clock::time_point started_ = Clock::now();
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  MemoryNeed memory_need_;  // Note [Memory estimate]
   parallel::LaunchEnvironment env_;
   settings::FSDP2Config fsdp_config_;
   parallel::ParallelDims dims_;  // resolved from the flags and the YAML before any process group exists
