@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "io/data/random.h"
+#include "io/serialization/mapped_file_guard.h"
 
 namespace megacpp::io::data {
 namespace {
@@ -118,6 +119,7 @@ void GPTDataset::sample(int64_t index, int64_t* out) const {
   const auto [first_position, first_offset] = indices_.sample_index[boundary];
   const auto [last_position, last_offset] = indices_.sample_index[boundary + 1];
   int64_t written = 0;
+  const serialization::MappedReadScope reading("sample", index);
   for (int64_t p = first_position; p <= last_position; ++p) {
     const int64_t sequence = indices_.document_index[static_cast<size_t>(p)];
     const int64_t from = p == first_position ? first_offset : 0;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/data/random.h"
+#include "io/serialization/mapped_file_guard.h"
 
 namespace megacpp::io::data {
 namespace {
@@ -106,7 +107,10 @@ bool is_image_text_path(const std::vector<std::string>& data_path) {
 }
 
 std::vector<float> record_pixels(const ImageTextRecord& record, const ImageProcessing& processing) {
-  if (record.packed) return normalize_image(record.packed->image(record.packed_index), processing);
+  if (record.packed) {
+    const serialization::MappedReadScope reading("image", record.packed_index);
+    return normalize_image(record.packed->image(record.packed_index), processing);
+  }
   return load_image(record.image, processing, record.where);
 }
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "io/data/indexed_dataset.h"
-#include "io/data/mapped_file_guard.h"
+#include "io/serialization/mapped_file_guard.h"
 #include "io/data/token_dataset_internal.h"
 #include "megacpp/errors.h"
 
@@ -61,7 +61,7 @@ class MappedFile {
         throw std::runtime_error(path + ": cannot mmap (" + err + ")");
       }
       data_ = static_cast<const unsigned char*>(p);
-      guard_ = std::make_unique<MappedFileGuard>(data_, size_, path);
+      guard_ = std::make_unique<serialization::MappedFileGuard>(data_, size_, path);
     }
     ::close(fd);  // the mapping keeps the file alive
   }
@@ -80,7 +80,7 @@ class MappedFile {
   std::string path_;
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
-  std::unique_ptr<MappedFileGuard> guard_;  // names this file if it shrinks under the mapping
+  std::unique_ptr<serialization::MappedFileGuard> guard_;  // names this file if it shrinks under the mapping
 };
 
 class MmapTokenDataset final : public TokenDataset {
@@ -108,6 +108,7 @@ class MmapTokenDataset final : public TokenDataset {
     check_read_range(sequence, num_sequences(), offset, count, length_at(sequence), prefix_);
     if (count == 0) return;
     const int64_t byte = pointer_at(sequence) + offset * static_cast<int64_t>(dtype_bytes_);
+    const serialization::MappedReadScope reading("sequence", sequence);
     widen_tokens(dtype_, bin_.data() + byte, count, out, prefix_ + ".bin", sequence);
   }
 

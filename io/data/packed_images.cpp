@@ -37,6 +37,7 @@ PackedImages::PackedImages(const std::string& path) : path_(path) {
   if (mapped_bytes_ >= kHeaderBytes) mapping_ = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (mapping_ == MAP_FAILED) mapping_ = nullptr;
+  if (mapping_) guard_ = std::make_unique<serialization::MappedFileGuard>(mapping_, mapped_bytes_, path_);
   try {
     read_header();
   } catch (...) {
@@ -69,6 +70,7 @@ void PackedImages::read_header() {
 }
 
 PackedImages::~PackedImages() {
+  guard_.reset();  // before the range can be mapped again by someone else
   if (mapping_) ::munmap(mapping_, mapped_bytes_);
 }
 

@@ -10,8 +10,11 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "io/serialization/mapped_file_guard.h"
 
 namespace megacpp::io::data {
 
@@ -38,6 +41,7 @@ class PackedImages {
   const uint8_t* data_ = nullptr;
   size_t mapped_bytes_ = 0;
   void* mapping_ = nullptr;
+  std::unique_ptr<serialization::MappedFileGuard> guard_;  // names this file if it shrinks under the mapping
 };
 
 // Writes images of one shape, in order, to PATH.tmp, renamed to PATH by finish() (a run cut

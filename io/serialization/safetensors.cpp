@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 
 #include "megacpp/errors.h"
 #include "io/serialization/atomic_file.h"
+#include "io/serialization/mapped_file_guard.h"
 #include "io/serialization/text_encoding.h"
 
 namespace megacpp::io::serialization {
@@ -288,7 +290,9 @@ int64_t TensorView::numel() const {
 struct SafetensorsFile::Mapping {
   void* addr = nullptr;
   std::size_t length = 0;
+  std::unique_ptr<MappedFileGuard> guard;  // names the file if it shrinks under the mapping
   ~Mapping() {
+    guard.reset();  // before the range can be mapped again by someone else
     if (addr) ::munmap(addr, length);
   }
 };
@@ -328,6 +332,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (addr == MAP_FAILED) fail("cannot mmap: " + mmap_error);
   f.mapping_->addr = addr;
   f.mapping_->length = f.file_size_;
+  f.mapping_->guard = std::make_unique<MappedFileGuard>(addr, f.file_size_, path);
   const auto* bytes = static_cast<const uint8_t*>(addr);
 
   uint64_t n = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <stb_image_write.h>
 
 #include "io/data/image_loader.h"
@@ -105,6 +106,24 @@ TEST(PackedImages, ReadsBackWhatWasWrittenAndRefusesOtherFiles) {
   for (int i = 0; i < 8; ++i) huge[8 + i] = static_cast<char>(0xff);  // a count that overflows the size
   std::ofstream(dir / "huge.pixels", std::ios::binary) << huge;
   EXPECT_NE(error_of([&] { io::data::PackedImages q(dir / "huge.pixels"); }).find("(cut short?)"), std::string::npos);
+}
+
+// A packed-images file cut short while a job reads it names the file and the image (issue 31).
+TEST(PackedImagesDeathTest, AFileTruncatedUnderTheReaderIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir dir;
+  io::data::PackedImagesWriter writer(dir / "shrinking.pixels", 2, 1);
+  writer.add({1, 2, 3, 4});
+  writer.finish();
+  const io::data::PackedImages packed(dir / "shrinking.pixels");
+  std::filesystem::resize_file(dir / "shrinking.pixels", 0);
+  EXPECT_EXIT(
+      {
+        const io::serialization::MappedReadScope reading("image", int64_t{0});
+        volatile uint8_t first = packed.image(0)[0];
+        (void)first;
+      },
+      ::testing::ExitedWithCode(1), "shrinking.pixels: reading byte 40 of it failed \\(SIGBUS\\) while reading image 0: the file is shorter");
 }
 
 }  // namespace

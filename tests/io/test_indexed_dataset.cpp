@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/data/indexed_dataset.h"
+#include "io/serialization/mapped_file_guard.h"
 #include "tests/io/io_test_util.h"
 
 namespace megacpp::io::data {
@@ -237,7 +238,14 @@ TEST(TokenDatasetDeathTest, ABinTruncatedUnderTheReaderIsNamed) {
   std::filesystem::resize_file(path + ".bin", 0);
   int64_t out[3];
   EXPECT_EXIT(dataset->read(0, 0, 3, out), ::testing::ExitedWithCode(1),
-              "shrinking.bin: reading byte 0 of it failed \\(SIGBUS\\): the file is shorter than when it was opened");
+              "shrinking.bin: reading byte 0 of it failed \\(SIGBUS\\) while reading sequence 0: the file is shorter than when it was opened");
+  // What the reader was on, outermost first: a GPT dataset names its sample around the sequence.
+  EXPECT_EXIT(
+      {
+        const serialization::MappedReadScope sample("sample", 7);
+        dataset->read(0, 0, 3, out);
+      },
+      ::testing::ExitedWithCode(1), "shrinking.bin: reading byte 0 of it failed \\(SIGBUS\\) while reading sample 7, sequence 0: ");
 }
 
 TEST(TokenDataset, ReadOutsideASequenceThrowsNamingTheFile) {

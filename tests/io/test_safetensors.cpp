@@ -296,6 +296,23 @@ TEST(SafetensorsTest, LayoutOrderIsDescendingDtypeThenName) {
   EXPECT_EQ(f.data_offsets("d"), std::make_pair(uint64_t{8}, uint64_t{16}));
 }
 
+// A safetensors file cut short while its weights are read names the file and the byte (issue 31).
+TEST(SafetensorsDeathTest, AFileTruncatedUnderTheReaderIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir dir;
+  const std::string path = dir / "shrinking.safetensors";
+  write_safetensors(path, std::map<std::string, Tensor>{{"w", Tensor{"F32", {2}, std::vector<uint8_t>(8, 1)}}}, SafetensorsMetadata{});
+  const auto f = SafetensorsFile::open(path);
+  fs::resize_file(path, 0);
+  EXPECT_EXIT(
+      {
+        volatile uint8_t first = f.tensor("w").data[0];
+        (void)first;
+      },
+      ::testing::ExitedWithCode(1),
+      "shrinking.safetensors: reading byte " + std::to_string(f.data_start()) + " of it failed \\(SIGBUS\\): the file is shorter");
+}
+
 TEST(SafetensorsTest, RoundTripAllDtypesAndShapes) {
   TempDir dir;
   const auto tensors = sample_tensors();

@@ -1,4 +1,4 @@
-#include "io/data/mapped_file_guard.h"
+#include "io/serialization/mapped_file_guard.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace megacpp::io::data {
+namespace megacpp::io::serialization {
 namespace {
 
 constexpr int kGuardSlots = 4096;
@@ -43,6 +43,40 @@ void say_number_to_stderr(std::uintptr_t value) {
   say_to_stderr(text);
 }
 
+// This thread's MappedReadScopes, innermost last. Plain data in static TLS: the handler reads it
+// on the thread that faulted.
+constexpr int kReadScopes = 4;
+struct ReadScopes {
+  const char* kind[kReadScopes];
+  const char* name[kReadScopes];  // nullptr: `index` names it
+  int64_t index[kReadScopes];
+  int depth;
+};
+thread_local ReadScopes read_scopes;
+
+void say_read_scopes() {
+  const int named = std::min(read_scopes.depth, kReadScopes);
+  for (int i = 0; i < named; ++i) {
+    say_to_stderr(i == 0 ? " while reading " : ", ");
+    say_to_stderr(read_scopes.kind[i]);
+    say_to_stderr(" ");
+    if (read_scopes.name[i] != nullptr) {
+      say_to_stderr(read_scopes.name[i]);
+    } else {
+      say_number_to_stderr(static_cast<std::uintptr_t>(read_scopes.index[i]));
+    }
+  }
+}
+
+void push_read_scope(const char* kind, const char* name, int64_t index) {
+  if (read_scopes.depth < kReadScopes) {
+    read_scopes.kind[read_scopes.depth] = kind;
+    read_scopes.name[read_scopes.depth] = name;
+    read_scopes.index[read_scopes.depth] = index;
+  }
+  ++read_scopes.depth;
+}
+
 void on_sigbus(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
   for (const GuardSlot& slot : guard_slots) {
@@ -52,7 +86,9 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
     say_to_stderr(slot.path);
     say_to_stderr(": reading byte ");
     say_number_to_stderr(address - begin);
-    say_to_stderr(" of it failed (SIGBUS): the file is shorter than when it was opened (truncated or rewritten while in use); "
+    say_to_stderr(" of it failed (SIGBUS)");
+    say_read_scopes();
+    say_to_stderr(": the file is shorter than when it was opened (truncated or rewritten while in use); "
         "this rank stops\n");
     ::_exit(1);
   }
@@ -95,4 +131,8 @@ MappedFileGuard::~MappedFileGuard() {
   if (slot_ >= 0) guard_slots[slot_].begin.store(0, std::memory_order_release);
 }
 
-}  // namespace megacpp::io::data
+MappedReadScope::MappedReadScope(const char* kind, int64_t index) { push_read_scope(kind, nullptr, index); }
+MappedReadScope::MappedReadScope(const char* kind, const char* name) { push_read_scope(kind, name, 0); }
+MappedReadScope::~MappedReadScope() { --read_scopes.depth; }
+
+}  // namespace megacpp::io::serialization
