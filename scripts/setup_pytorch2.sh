@@ -99,6 +99,18 @@ EOF
   rm -rf "$ROOT/tmp/nvidia-cudnn" "$ROOT/tmp/nvidia-cudnn.deb"
 fi
 
+# Disk: CI machines differ in free space. Nothing here reads the packages' manuals, and the CUDA
+# root links dynamically, so dpkg leaves out the docs and CUDA's static archives (2.6 GB of its
+# 7.8), keeping the cudart and culibos ones nvcc links by default.
+cat >"$ROOT/etc/dpkg/dpkg.cfg.d/megacpp-excludes" <<'EOF'
+path-exclude=/usr/share/doc/*
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/lib/x86_64-linux-gnu/lib*_static.a
+path-exclude=/usr/lib/x86_64-linux-gnu/lib*_static_nocallback.a
+path-include=/usr/lib/x86_64-linux-gnu/libcudart_static.a
+path-include=/usr/lib/x86_64-linux-gnu/libculibos.a
+EOF
 echo "setup_pytorch2: installing ${#PACKAGES[@]} packages into $ROOT ($FLAVOR)"
 timeout 2400 chroot "$ROOT" apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 ||
   fail "apt-get install"

@@ -4,8 +4,9 @@
 # and compiles and links the CUDA/NCCL configuration against libtorch-cuda 2.6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each phase's start, as minutes:seconds since this script started (CI keeps the wall time in check).
-phase() { echo "test: $1 (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
+# Each phase's start, as minutes:seconds since this script started (CI keeps the wall time in
+# check), and the disk space left here (the trixie roots and the build trees take ~20 GB at most).
+phase() { echo "test: $1 (at $((SECONDS / 60))m$((SECONDS % 60))s, $(df -BG --output=avail . | tail -1 | tr -d ' ') free)"; }
 phase "setup"
 bash scripts/setup.sh
 
