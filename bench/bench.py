@@ -15,10 +15,14 @@ the median time per iteration after the warm-up and the peak resident set of its
 go to --json, which bench/report.py turns into docs/performance.md's tables.
 
   python3 bench/bench.py [--sections abcdefg] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
+  python3 bench/bench.py --sections h [--scaling-hidden 128,256,512,1024] [--scaling-seq 64,256,1024,4096]
+                         [--scaling-ranks 1,2,4] --json bench/scaling.json
 
 Section (g) runs megacpp built on Debian's libtorch 1.13 (--build-113, outside the root, its
 own attention: no SDPA there) against the same PyTorch 2.6. Section (f) is megacpp alone: peak
-memory and time at a long sequence with and without TiledMLP and Ulysses.
+memory and time at a long sequence with and without TiledMLP and Ulysses. Section (h), the
+scaling grid (hidden size, sequence length, ranks), is run on its own (scripts/bench.sh
+--scaling): it takes about as long as all the others together.
 """
 import argparse
 import datetime
@@ -189,6 +193,31 @@ def section_f(args):
                                    runs={"megacpp-1.13": [dict(ms=ms, peak_mb=peak)]}, env={"megacpp-1.13": {}}))
 
 
+# (h) Scaling, one axis at a time from the base point (hidden 256, sequence 256): hidden sizes at
+# sequence 256 and sequence lengths at hidden 256, each on 1, 2 and 4 ranks x 1 thread (FSDP2 with
+# a group per layer above 1 rank), global batch 4. Two layers, so that the largest cases take
+# minutes, not hours; fewer iterations where one takes seconds.
+def scaling_points(args):
+    base = dict(BASE, layers=2)
+    points = [dict(base, hidden=h, heads=max(1, h // 64), ffn=h * BASE["ffn"] // BASE["hidden"]) for h in args.scaling_hidden]
+    points += [dict(base, seq=s) for s in args.scaling_seq]
+    unique = []
+    for cfg in points:
+        if cfg not in unique:
+            unique.append(cfg)
+    return unique
+
+
+def section_h(args):
+    for cfg in scaling_points(args):
+        heavy = cfg["seq"] >= 4096 or cfg["hidden"] >= 1024
+        long = heavy or cfg["seq"] >= 1024 or cfg["hidden"] >= 512
+        iters = min(args.iters, 4 if heavy else 6 if long else 8)
+        warmup = min(args.warmup, 1 if long else 2)
+        for ranks in args.scaling_ranks:
+            measure(args, "h", cfg, ranks=ranks, fsdp="layers" if ranks > 1 else "none", iters=iters, warmup=warmup)
+
+
 def settings(args):
     """What a reader needs to rerun it: the machine, the builds, the software of both sides."""
     def text(command):
@@ -197,8 +226,8 @@ def settings(args):
     torch = text(ROOT + ["python3", "-c", "import torch; print(torch.__version__)"]) if set(args.sections) - {"f"} else ""
     return dict(date=datetime.date.today().isoformat(), commit=text(["git", "rev-parse", "--short", "HEAD"]),
                 cores=os.cpu_count(), cpu=cpu, pytorch=torch, build=args.build, build_113=args.build_113,
-                iters=args.iters, warmup=args.warmup, repeats=args.repeats, model=BASE,
-                command="bash scripts/bench.sh " + " ".join(sys.argv[1:]))
+                iters=args.iters, warmup=args.warmup, repeats=args.repeats, model=BASE, sections=args.sections,
+                command=os.environ.get("MEGACPP_BENCH_COMMAND", "python3 bench/bench.py " + " ".join(sys.argv[1:])))
 
 
 def main():
@@ -212,6 +241,10 @@ def main():
     parser.add_argument("--iters", type=int, default=13)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", default=os.path.join(REPO, "bench", "results.json"))
+    numbers = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
+    parser.add_argument("--scaling-hidden", type=numbers, default=[128, 256, 512, 1024], help="section h's hidden sizes")
+    parser.add_argument("--scaling-seq", type=numbers, default=[64, 256, 1024, 4096], help="section h's sequence lengths")
+    parser.add_argument("--scaling-ranks", type=numbers, default=[1, 2, 4], help="section h's rank counts")
     args = parser.parse_args()
     args.build, args.build_113 = os.path.abspath(args.build), os.path.abspath(args.build_113)
     args.cases = []

@@ -3,6 +3,9 @@
   python3 bench/report.py RESULTS.json                    # the tables, as Markdown, on stdout
   python3 bench/report.py RESULTS.json --docs docs/performance.md
                                                           # replaces the block between the markers
+  python3 bench/report.py bench/scaling.json --docs docs/performance.md --plot docs/scaling.png
+                                                          # the scaling grid (section h): its own
+                                                          # block, and its ratios drawn (matplotlib)
 
 Times are median ms per iteration over a case's repeats, with (min-max) of the repeats; a ratio
 is megacpp's median / PyTorch's median, with (min-max) of the per-pair ratios (repeat i of one
@@ -17,6 +20,16 @@ import sys
 
 BEGIN = "<!-- bench/report.py: generated from bench/bench.py's JSON; do not edit by hand -->"
 END = "<!-- bench/report.py: end -->"
+SCALING_BEGIN = "<!-- bench/report.py: the scaling grid, generated from bench/scaling.json; do not edit by hand -->"
+SCALING_END = "<!-- bench/report.py: end of the scaling grid -->"
+
+
+def is_scaling(results):
+    return bool(results["cases"]) and all(c["section"] == "h" for c in results["cases"])
+
+
+def markers(results):
+    return (SCALING_BEGIN, SCALING_END) if is_scaling(results) else (BEGIN, END)
 
 
 def spread(values, digits=1):
@@ -92,7 +105,69 @@ def memory(cases):
     return table(["ranks", "megacpp MB/rank", "pytorch MB/rank", "ratio"], rows) if rows else None
 
 
+def scaling_axis(case, base):
+    """'hidden' or 'seq': the axis a grid point lies on ('base' for the point both share)."""
+    cfg = case["cfg"]
+    if cfg["hidden"] == base["hidden"] and cfg["seq"] == base["seq"]:
+        return "base"
+    return "hidden" if cfg["seq"] == base["seq"] else "seq"
+
+
+def render_scaling(results):
+    s, cases = results["settings"], results["cases"]
+    base = s["model"]
+    layers = cases[0]["cfg"]["layers"]
+    rows = side_by_side(cases, lambda c: [c["cfg"]["hidden"], c["cfg"]["seq"], c["ranks"], c["parameters"], c["iters"]])
+    return "\n".join([
+        SCALING_BEGIN, "",
+        f"Measured on {s['date']} at commit `{s['commit']}` on {s['cores']} cores ({s['cpu']}), by `{s['command']}`: "
+        f"megacpp built against the PyTorch 2.6 root's libtorch and PyTorch {s['pytorch']} eager in that root, "
+        f"{s['repeats']} run(s) of each side per point, interleaved; the median time per iteration after the warm-up. "
+        f"Llama with {layers} layers, hidden sizes at sequence {base['seq']} and sequences at hidden {base['hidden']} "
+        f"(heads hidden/64, FFN hidden x {base['ffn']}/{base['hidden']}), vocabulary {base['vocab']}, global batch "
+        f"{base['batch']} (micro-batch 1), fp32, AdamW; 1 thread per rank; above 1 rank FSDP2 with a group per layer "
+        "on both sides; allocator `kept`. Ratios are megacpp / PyTorch; docs/scaling.png draws them.", "",
+        table(["hidden", "seq", "ranks", "parameters", "iterations"] + columns(), rows), "",
+        "![megacpp / PyTorch 2.6 along each axis: time per iteration and peak RSS per rank](scaling.png)", "",
+        SCALING_END])
+
+
+def plot_scaling(results, path):
+    """The time and peak-memory ratios along each axis, a line per rank count."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    cases, base = results["cases"], results["settings"]["model"]
+    figure, panels = plt.subplots(2, 2, figsize=(10, 7), sharey="row")
+    for column, axis in enumerate(("hidden", "seq")):
+        for ranks in sorted({c["ranks"] for c in cases}):
+            points = sorted((c["cfg"][axis], c) for c in cases
+                            if c["ranks"] == ranks and scaling_axis(c, base) in (axis, "base"))
+            xs = [x for x, _ in points]
+            time_ratios = [statistics.median(times(c, "megacpp")) / statistics.median(times(c, "pytorch")) for _, c in points]
+            memory_ratios = [peak(c, "megacpp") / peak(c, "pytorch") for _, c in points]
+            panels[0][column].plot(xs, time_ratios, marker="o", label=f"{ranks} rank{'s' if ranks > 1 else ''}")
+            panels[1][column].plot(xs, memory_ratios, marker="o", label=f"{ranks} rank{'s' if ranks > 1 else ''}")
+        for row, what in enumerate(("time per iteration", "peak RSS per rank")):
+            panel = panels[row][column]
+            panel.set_xscale("log", base=2)
+            panel.set_xticks(sorted({c["cfg"][axis] for c in cases}))
+            panel.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            panel.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            panel.axhline(1.0, color="gray", linewidth=0.8)
+            panel.axhline(0.8, color="gray", linewidth=0.8, linestyle="--")
+            panel.set_xlabel("hidden size (sequence 256)" if axis == "hidden" else "sequence length (hidden 256)")
+            panel.set_ylabel(f"megacpp / PyTorch, {what}")
+            panel.legend()
+    figure.suptitle("megacpp / PyTorch 2.6 eager, like for like (bench/scaling.json); dashed: 0.8")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
 def render(results):
+    if is_scaling(results):
+        return render_scaling(results)
     s, cases = results["settings"], results["cases"]
     out = [BEGIN, "",
            f"Measured on {s['date']} at commit `{s['commit']}` on {s['cores']} cores ({s['cpu']}), by "
@@ -142,18 +217,26 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results")
     parser.add_argument("--docs", help="a Markdown file whose block between the markers is replaced")
+    parser.add_argument("--plot", help="the scaling grid's ratios as a PNG (needs matplotlib)")
     args = parser.parse_args()
     with open(args.results) as f:
-        text = render(json.load(f))
+        results = json.load(f)
+    text = render(results)
+    if args.plot:
+        if not is_scaling(results):
+            sys.exit(f"report: --plot draws the scaling grid (bench.py --sections h); {args.results} holds other sections")
+        plot_scaling(results, args.plot)
+        print(f"report: {args.plot} drawn from {args.results}")
     if not args.docs:
         print(text)
         return
     with open(args.docs) as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"report: {args.docs} has no block between '{BEGIN}' and '{END}'")
-    before, rest = doc.split(BEGIN, 1)
-    after = rest.split(END, 1)[1]
+    begin, end = markers(results)
+    if begin not in doc or end not in doc:
+        sys.exit(f"report: {args.docs} has no block between '{begin}' and '{end}'")
+    before, rest = doc.split(begin, 1)
+    after = rest.split(end, 1)[1]
     with open(args.docs, "w") as f:
         f.write(before + text + after)
     print(f"report: {args.docs} updated from {args.results}")

@@ -5,10 +5,30 @@
 # regenerates docs/performance.md's tables from it (bench/report.py). About 25 minutes on 2
 # cores; run it on an otherwise idle machine. Arguments go to bench.py (--sections abcdefg,
 # --repeats N, --iters N, --warmup N, --json FILE).
+#
+#   scripts/bench.sh --scaling [bench.py arguments]
+#     the scaling grid instead (section h: hidden sizes, sequence lengths, 1/2/4 ranks; about 40
+#     minutes): bench/scaling.json, its block in docs/performance.md and docs/scaling.png, drawn
+#     by Debian's matplotlib (installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export MEGACPP_BENCH_COMMAND="bash scripts/bench.sh $*"  # what the results say made them
+scaling=0
+if [ "${1:-}" = "--scaling" ]; then
+  scaling=1
+  shift
+  if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    apt-get update
+    apt-get install -y --no-install-recommends python3-matplotlib
+  fi
+fi
 bash scripts/setup_pytorch2.sh
 bash scripts/build_pytorch2.sh
 bash scripts/build.sh
-python3 bench/bench.py --json bench/results.json "$@"
-python3 bench/report.py bench/results.json --docs docs/performance.md
+if [ $scaling -eq 1 ]; then
+  python3 bench/bench.py --sections h --repeats 2 --json bench/scaling.json "$@"
+  /usr/bin/python3 bench/report.py bench/scaling.json --docs docs/performance.md --plot docs/scaling.png
+else
+  python3 bench/bench.py --json bench/results.json "$@"
+  python3 bench/report.py bench/results.json --docs docs/performance.md
+fi
