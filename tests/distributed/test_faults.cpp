@@ -308,6 +308,18 @@ TEST(Faults, ASecondJobOnTheSamePortIsRefusedAndTheFirstGoesOn) {
             std::string::npos)
       << refused;
   EXPECT_EQ(refused.find("[rank"), std::string::npos) << "a rank of the refused job started:\n" << refused;
+  // A rank started by another launcher (torchrun's variables) reaches the first job's store and
+  // leaves it untouched: that job already has a rank 1.
+  testing::StreamingProcess stray({MEGACPP_TRAIN_BINARY, "--model-type", "llama", "--mock-data", "--tokenizer-type", "NullTokenizer",
+                                   "--vocab-size", "127", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
+                                   "--train-iters", "3", "--use-torch-fsdp2"},
+                                  {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+                                   {}});
+  ASSERT_TRUE(stray.wait(std::chrono::seconds(120))) << stray.output();
+  EXPECT_NE(stray.exit_code(), 0);
+  EXPECT_NE(stray.output().find("MASTER_PORT=" + port + " already has a rank 1: it belongs to another job started on the same port"),
+            std::string::npos)
+      << stray.output();
   ASSERT_TRUE(first.wait(std::chrono::seconds(120))) << first.output();
   EXPECT_EQ(first.exit_code(), 0) << first.output();
   EXPECT_NE(first.output().find("iteration        3/"), std::string::npos) << first.output();
