@@ -205,7 +205,8 @@ class Supervisor {
     // The first failure may be a collective's timeout on a rank that only waited: name the
     // ranks it waited for (Note [Hang detection]).
     if (auto waited_for = hang_watch_.behind(r.rank)) {
-      say("rank " + std::to_string(r.rank) + " failed while other ranks were behind it, which its collectives waited for: " + *waited_for);
+      say("rank " + std::to_string(r.rank) +
+          " failed while these ranks were behind it (a collective that timed out there waited for them): " + *waited_for);
     }
     hang_watch_.forget(r.rank);
     failed_rank_ = r.rank;

@@ -285,7 +285,7 @@ TEST(Faults, TheCollectiveTimeoutNamesTheStoppedRankItWaitedFor) {
   ASSERT_TRUE(job.wait(std::chrono::seconds(60 + 60))) << job.output();
   EXPECT_NE(job.exit_code(), 0);
   const std::string output = job.output();
-  EXPECT_NE(output.find("megacpp-run: rank 0 failed while other ranks were behind it, which its collectives waited for: rank 1 (pid " +
+  EXPECT_NE(output.find("megacpp-run: rank 0 failed while these ranks were behind it (a collective that timed out there waited for them): rank 1 (pid " +
                         std::to_string(rank1) + ", stopped by a signal) in 'iteration"),
             std::string::npos)
       << output;
