@@ -1,5 +1,7 @@
 #include "training/evaluation_loss.h"
 
+#include <torch/torch.h>
+
 #include "training/language_model_loss.h"
 #include "parallel/collectives.h"
 
@@ -18,8 +20,10 @@ void EvaluationLoss::add(models::LanguageModel& model, const MicroBatch& batch) 
 
 double EvaluationLoss::value(const parallel::Group& world, const c10::Device& device) const {
   if (!per_token_) return parallel::average_over_ranks(world, labels_ > 0 ? sum_ / labels_ : 0.0, device);
-  const double labels = parallel::average_over_ranks(world, labels_, device);
-  const double sum = parallel::average_over_ranks(world, sum_, device);
+  // The summed losses and their labels over every rank, in one all-reduce.
+  at::Tensor totals = torch::tensor({sum_, labels_}, torch::TensorOptions(torch::kDouble)).to(device);
+  parallel::all_reduce(world, totals, parallel::ReduceOp::kSum).wait();
+  const double sum = totals[0].item<double>(), labels = totals[1].item<double>();
   return labels > 0 ? sum / labels : 0.0;
 }
 
