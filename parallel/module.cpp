@@ -1,21 +1,36 @@
 #include "parallel/module.h"
 
 #include <algorithm>
+#include <new>
 #include <stdexcept>
+
+#include <c10/util/Exception.h>
+
+#include "parallel/forward_context.h"
 
 namespace megacpp::parallel {
 
 Module::Tensors Module::operator()(const Tensors& inputs) {
-  Tensors x = inputs;
-  for (auto& hook : pre_hooks_) x = hook(*this, x);
-  Tensors out;
-  if (forward_wrapper_) {
-    out = forward_wrapper_([this](const Tensors& in) { return forward_tensors(in); }, x);
-  } else {
-    out = forward_tensors(x);
+  const ForwardScope scope(this);  // Note [Out of memory in a forward]
+  try {
+    Tensors x = inputs;
+    for (auto& hook : pre_hooks_) x = hook(*this, x);
+    Tensors out;
+    if (forward_wrapper_) {
+      out = forward_wrapper_([this](const Tensors& in) { return forward_tensors(in); }, x);
+    } else {
+      out = forward_tensors(x);
+    }
+    for (auto& hook : post_hooks_) out = hook(*this, x, out);
+    return out;
+  } catch (const ModuleOutOfMemory&) {
+    throw;  // an inner module named it
+  } catch (const c10::Error& e) {
+    if (!is_allocation_failure(e.what_without_backtrace())) throw;
+    throw ModuleOutOfMemory(scope.describe_failure(e.what_without_backtrace()));
+  } catch (const std::bad_alloc& e) {
+    throw ModuleOutOfMemory(scope.describe_failure(std::string("std::bad_alloc: ") + e.what()));
   }
-  for (auto& hook : post_hooks_) out = hook(*this, x, out);
-  return out;
 }
 
 void Module::add_forward_wrapper(ForwardWrapper wrapper) {

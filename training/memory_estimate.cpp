@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "models/registry.h"
+#include "parallel/forward_context.h"
 
 namespace megacpp::training {
 namespace {
@@ -57,10 +58,6 @@ double virtual_size_bytes() {
 
 void take_lower(std::optional<MemoryLimit>& least, double bytes, const std::string& source) {
   if (!least || bytes < least->bytes) least = MemoryLimit{std::max(bytes, 0.0), source};
-}
-
-bool is_allocation_failure(const std::string& what) {
-  return what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos;
 }
 
 }  // namespace
@@ -146,10 +143,12 @@ void with_memory_context(const std::function<void()>& body, const std::function<
   };
   try {
     body();
+  } catch (const parallel::ModuleOutOfMemory& e) {  // Note [Out of memory in a forward]: names the module
+    throw out_of_memory(e.what());
   } catch (const std::bad_alloc& e) {
     throw out_of_memory(std::string("std::bad_alloc: ") + e.what());
   } catch (const c10::Error& e) {
-    if (!is_allocation_failure(e.what_without_backtrace())) throw;
+    if (!parallel::is_allocation_failure(e.what_without_backtrace())) throw;
     throw out_of_memory(e.what_without_backtrace());
   }
 }
