@@ -197,18 +197,17 @@ class Supervisor {
     // before the rank could die), but poll_once() may not have read its byte yet: do it
     // first, so a rank dying of that signal counts as the interrupt, not as a failure.
     if (!stopping_) drain_signals();
-    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || stopping_) {
-      hang_watch_.forget(r.rank);
-      return;
-    }
+    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !stopping_;
+    // The first failure may be a collective's timeout on a rank that only waited: the ranks it
+    // waited for (Note [Hang detection]).
+    const std::optional<std::string> waited_for = failed ? hang_watch_.behind(r.rank) : std::nullopt;
+    hang_watch_.forget(r.rank);
+    if (!failed) return;
     say(describe_exit(r, status));
-    // The first failure may be a collective's timeout on a rank that only waited: name the
-    // ranks it waited for (Note [Hang detection]).
-    if (auto waited_for = hang_watch_.behind(r.rank)) {
+    if (waited_for) {
       say("rank " + std::to_string(r.rank) +
           " failed while these ranks were behind it (a collective that timed out there waited for them): " + *waited_for);
     }
-    hang_watch_.forget(r.rank);
     failed_rank_ = r.rank;
     start_teardown(SIGTERM);
   }

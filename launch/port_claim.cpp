@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -47,10 +48,9 @@ pid_t holder_of(const sockaddr_un& addr, socklen_t length) {
 
 }  // namespace
 
-PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int node_rank)
-    : name_(claim_name(master_addr, port, nnodes, node_rank)) {
+PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int node_rank) {
   socklen_t length = 0;
-  const sockaddr_un addr = abstract_address(name_, &length);
+  const sockaddr_un addr = abstract_address(claim_name(master_addr, port, nnodes, node_rank), &length);
   for (int attempt = 0; attempt < 2; ++attempt) {  // a second try when the holder ended meanwhile
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw sys_error("socket for claiming --master-port " + std::to_string(port));

@@ -23,11 +23,7 @@ class PortClaim {
   PortClaim(const PortClaim&) = delete;
   PortClaim& operator=(const PortClaim&) = delete;
 
-  // The socket's name without its leading NUL, for messages and tests.
-  const std::string& name() const { return name_; }
-
  private:
-  std::string name_;
   int fd_ = -1;
 };
 
