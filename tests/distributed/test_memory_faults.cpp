@@ -18,10 +18,26 @@ TEST(MemoryFaults, AModelThatCannotFitIsRefusedBeforeItIsAllocatedWithItsFigure)
   const std::string huge = "--model-type llama --mock-data --tokenizer-type NullTokenizer --vocab-size 127 --num-layers 64 "
                            "--hidden-size 8192 --num-attention-heads 64 --ffn-hidden-size 22016 --seq-length 16 "
                            "--micro-batch-size 1 --train-iters 1 --eval-iters 0";
-  for (const std::string& where : {std::string(" --use-torch-fsdp2"), std::string(" --use-torch-fsdp2 --init-model-with-meta-device")}) {
-    SCOPED_TRACE(where);
-    const testing::CommandResult run = testing::run_command(limited(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node 2 --master-port 0 " +
-                                                                    MEGACPP_TRAIN_BINARY + " " + huge + where));
+  struct Case {
+    int ranks;
+    std::string flags, figure;  // the flags of the run, the figure's words
+    double bytes_per_parameter;
+  };
+  const std::string sharded = "fp32 weights, gradients and AdamW's two moments, 16 B each, divided among the 2 ranks that shard them";
+  const std::string lora = " --lora-rank 8 --lora-target-modules q_proj";
+  const Case cases[] = {
+      // 16 B a parameter over 2 ranks: more than the 4 B of the whole model while it is built.
+      {2, " --use-torch-fsdp2", sharded, 8.0},
+      {2, " --use-torch-fsdp2 --init-model-with-meta-device", sharded, 8.0},
+      // LoRA freezes the rest: 4 B a parameter, built whole or, from the meta device, as shards.
+      {1, lora, "the whole model in fp32 while it is built", 4.0},
+      {1, lora + " --use-torch-fsdp2 --init-model-with-meta-device", "fp32 weights, 4 B each, at the least (some may be frozen)", 4.0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " rank(s):" + c.flags);
+    const testing::CommandResult run = testing::run_command(limited(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " +
+                                                                    std::to_string(c.ranks) + " --master-port 0 " + MEGACPP_TRAIN_BINARY +
+                                                                    " " + huge + c.flags));
     EXPECT_NE(run.status, 0);
     const std::string& out = run.output;
     std::smatch m;
@@ -29,12 +45,8 @@ TEST(MemoryFaults, AModelThatCannotFitIsRefusedBeforeItIsAllocatedWithItsFigure)
         << out;
     const double parameters = std::stod(m[2]), gib = std::stod(m[1]);
     EXPECT_GT(parameters, 5e10);
-    // 16 B a parameter (fp32 weights, gradients, AdamW's moments) over 2 ranks: more than the
-    // 4 B of the whole model while it is built.
-    EXPECT_NEAR(gib, parameters * 8.0 / (1024.0 * 1024.0 * 1024.0), 0.06) << out;
-    EXPECT_NE(out.find("fp32 weights, gradients and AdamW's two moments, 16 B each, divided among the 2 ranks that shard them"),
-              std::string::npos)
-        << out;
+    EXPECT_NEAR(gib, parameters * c.bytes_per_parameter / (1024.0 * 1024.0 * 1024.0), 0.06) << out;
+    EXPECT_NE(out.find(std::string(m[2]) + " parameters: " + c.figure), std::string::npos) << out;
     EXPECT_TRUE(std::regex_search(out, std::regex(R"(this rank has [0-9.]+ GiB \((ulimit -v|MemAvailable|the cgroup))"))) << out;
     EXPECT_NE(out.find("comes from --num-layers 64, --hidden-size 8192, --ffn-hidden-size 22016"), std::string::npos) << out;
     EXPECT_EQ(out.find("can't allocate memory"), std::string::npos) << out;
