@@ -157,7 +157,8 @@ def plot_scaling(results, path):
             panel.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             panel.axhline(1.0, color="gray", linewidth=0.8)
             panel.axhline(0.8, color="gray", linewidth=0.8, linestyle="--")
-            panel.set_xlabel("hidden size (sequence 256)" if axis == "hidden" else "sequence length (hidden 256)")
+            panel.set_xlabel(f"hidden size (sequence {base['seq']})" if axis == "hidden"
+                             else f"sequence length (hidden {base['hidden']})")
             panel.set_ylabel(f"megacpp / PyTorch, {what}")
             panel.legend()
     figure.suptitle("megacpp / PyTorch 2.6 eager, like for like (bench/scaling.json); dashed: 0.8")

@@ -7,8 +7,8 @@
 # --repeats N, --iters N, --warmup N, --json FILE).
 #
 #   scripts/bench.sh --scaling [bench.py arguments]
-#     the scaling grid instead (section h: hidden sizes, sequence lengths, 1/2/4 ranks; about 40
-#     minutes): bench/scaling.json, its block in docs/performance.md and docs/scaling.png, drawn
+#     the scaling grid instead (section h: hidden sizes, sequence lengths, 1/2/4 ranks; about 20
+#     minutes on 2 cores, builds aside): bench/scaling.json, its block in docs/performance.md and docs/scaling.png, drawn
 #     by Debian's matplotlib (installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
