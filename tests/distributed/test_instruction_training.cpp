@@ -1,6 +1,7 @@
 // Training on instruction data (--is-instruction-dataset, Note [Instruction data]): the loss of a
 // micro-batch is the mean cross-entropy over the assistants' tokens and nothing else, computed
-// here from the labels dataset by hand, and the same with micro-batches cut to their longest
+// here from the labels dataset by hand, with the gradients of a loss from which the masked labels
+// are dropped, and the same with micro-batches cut to their longest
 // conversation (--variable-seq-lengths); the same losses on one rank without FSDP, FSDP on 2
 // ranks (with and without the cut) and HSDP on 4, and the model learns; a conversation longer
 // than the sample and flags that do not fit are refused by name.
@@ -81,6 +82,26 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   EXPECT_GT(padding, 0) << "the samples are padded";
   EXPECT_GT(count, 0);
   EXPECT_NEAR(loss.item<double>(), sum / static_cast<double>(count), 1e-5);
+
+  // Its gradients are those of the cross-entropy over the counted labels alone, the masked ones
+  // dropped from the logits before the loss: a masked label contributes nothing to them either.
+  const auto gradients_of = [&](const at::Tensor& of) {
+    for (auto& p : model.parameters()) p.mutable_grad() = at::Tensor();
+    of.backward();
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model.parameters()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  const std::vector<at::Tensor> masked = gradients_of(loss);
+  const at::Tensor kept = batch.loss_mask.reshape(-1).nonzero().squeeze(1);
+  const at::Tensor kept_logits = model(batch.tokens.narrow(1, 0, 95)).reshape({-1, config.vocab_size}).index_select(0, kept);
+  const at::Tensor kept_labels = batch.tokens.narrow(1, 1, 95).reshape(-1).index_select(0, kept);
+  const std::vector<at::Tensor> dropped = gradients_of(torch::nn::functional::cross_entropy(kept_logits, kept_labels));
+  ASSERT_EQ(masked.size(), dropped.size());
+  for (size_t i = 0; i < masked.size(); ++i) {
+    EXPECT_GT(dropped[i].abs().max().item<double>(), 0) << "parameter " << i;
+    EXPECT_LE((masked[i] - dropped[i]).abs().max().item<double>(), 1e-5 * (1 + dropped[i].abs().max().item<double>())) << "parameter " << i;
+  }
 
   // --variable-seq-lengths: the micro-batch as wide as its longest conversation, the same loss.
   const io::data::InstructionDataset variable(records, 0, records.size(), 96, 256, 7, 4, /*variable_lengths=*/true);
