@@ -14,13 +14,15 @@ the median time per iteration after the warm-up and the peak resident set of its
 (wait4's rusage). The machine's 1-minute load average is sampled before every run. The results
 go to --json, which bench/report.py turns into docs/performance.md's tables.
 
-  python3 bench/bench.py [--sections abcdefg] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
+  python3 bench/bench.py [--sections abcdefgi] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
   python3 bench/bench.py --sections h [--scaling-hidden 128,256,512,1024] [--scaling-seq 64,256,1024,4096]
                          [--scaling-ranks 1,2,4] --json bench/scaling.json
 
 Section (g) runs megacpp built on Debian's libtorch 1.13 (--build-113, outside the root, its
 own attention: no SDPA there) against the same PyTorch 2.6. Section (f) is megacpp alone: peak
-memory and time at a long sequence with and without TiledMLP and Ulysses. Section (h), the
+memory and time at a long sequence with and without TiledMLP and Ulysses. Section (i) measures
+megacpp's fused CPU kernels: megacpp with them, with libtorch's composition instead
+(--no-kernel-fusion), and PyTorch, interleaved. Section (h), the
 scaling grid (hidden size, sequence length, ranks), is run on its own (scripts/bench.sh
 --scaling): about 20 minutes on 2 cores.
 """
@@ -45,7 +47,7 @@ PARAMS_RE = re.compile(r"model \w+: (\d+) parameters")
 # [Host memory]): the environment each side gets under each allocator setting.
 KEEP_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 ALLOCATOR_ENV = {
-    "kept": {"megacpp": {}, "megacpp-1.13": {}, "pytorch": KEEP_MEMORY},
+    "kept": {"megacpp": {}, "megacpp-unfused": {}, "megacpp-1.13": {}, "pytorch": KEEP_MEMORY},
     "glibc": {"megacpp": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "megacpp-1.13": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "pytorch": {}},
 }
 
@@ -106,6 +108,8 @@ def side_command(args, side, cfg, ranks, threads, fsdp, iters):
         return ROOT + pytorch_command(args, cfg, ranks, threads, fsdp, iters)
     if side == "megacpp":
         return ROOT + megacpp_command(args, args.build, cfg, ranks, threads, fsdp, iters)
+    if side == "megacpp-unfused":  # libtorch's composition instead of the fused kernels (Note [Fused kernels])
+        return ROOT + megacpp_command(args, args.build, cfg, ranks, threads, fsdp, iters) + ["--no-kernel-fusion"]
     return megacpp_command(args, args.build_113, cfg, ranks, threads, fsdp, iters)  # megacpp-1.13, on this machine
 
 
@@ -169,6 +173,14 @@ def section_g(args):  # megacpp on Debian's libtorch 1.13 against PyTorch 2.6
     for seq in (256, 1024):
         measure(args, "g", dict(BASE, seq=seq), sides=("megacpp-1.13", "pytorch"),
                 iters=min(args.iters, 8) if seq >= 1024 else None, warmup=min(args.warmup, 2) if seq >= 1024 else None)
+
+
+def section_i(args):  # the fused kernels: megacpp with them, without them (--no-kernel-fusion), and PyTorch
+    for seq, ranks in ((256, 1), (1024, 1), (256, 2)):
+        long = seq >= 1024
+        measure(args, "i", dict(BASE, seq=seq), ranks=ranks, fsdp="layers" if ranks > 1 else "none",
+                sides=("megacpp", "megacpp-unfused", "pytorch"), iters=min(args.iters, 8) if long else None,
+                warmup=min(args.warmup, 2) if long else None)
 
 
 LONG = dict(BASE, seq=4096, batch=2)
@@ -236,7 +248,7 @@ def main():
                         help="megacpp built against the root's libtorch 2.6 (default build-pytorch2)")
     parser.add_argument("--build-113", default=os.path.join(REPO, "build"),
                         help="megacpp built against Debian's libtorch 1.13, run on this machine (default build)")
-    parser.add_argument("--sections", default="abcdefg")
+    parser.add_argument("--sections", default="abcdefgi")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iters", type=int, default=13)
     parser.add_argument("--warmup", type=int, default=3)

@@ -205,6 +205,16 @@ def render(results):
                 "of query rows) against PyTorch 2.6 eager (SDPA); one process, 1 thread, `kept`.", "",
                 table(["seq"] + columns("megacpp-1.13"),
                       side_by_side(chosen, lambda c: [c["cfg"]["seq"]], "megacpp-1.13")), ""]
+    chosen = find(cases, section="i")
+    if chosen:
+        rows = [[c["ranks"], c["cfg"]["seq"], spread(times(c, "megacpp")), spread(times(c, "megacpp-unfused")),
+                 spread(times(c, "pytorch")), ratio(c, "megacpp", "megacpp-unfused"), ratio(c, "megacpp", "pytorch"),
+                 f"{peak(c, 'megacpp'):.0f}", f"{peak(c, 'megacpp-unfused'):.0f}", f"{max(c['load']):.1f}"] for c in chosen]
+        out += ["(i) The fused CPU kernels (RMSNorm, rotary, SwiGLU, cross-entropy, AdamW; Note [Fused kernels]): "
+                "megacpp with them, megacpp with libtorch's composition instead (`--no-kernel-fusion`), and PyTorch, "
+                "interleaved; one process or 2 ranks x 1 thread (FSDP2, a group per layer), `kept`.", "",
+                table(["ranks", "seq", "fused ms", "unfused ms", "pytorch ms", "fused / unfused", "fused / pytorch",
+                       "fused MB", "unfused MB", "load"], rows), ""]
     chosen = find(cases, section="f")
     if chosen:
         rows = [[c["ulysses"], c["tiles"] or "off", f"{times(c, 'megacpp-1.13')[0]:.1f}", f"{peak(c, 'megacpp-1.13'):.0f}"]

@@ -63,6 +63,11 @@ struct TrainingArguments {
   bool check_for_nan_in_loss_and_grad = true;  // off with --no-check-for-nan-in-loss-and-grad
   int64_t loss_chunk_size = 0;  // --loss-chunk-size with --loss-compute-mode chunk; 0: default mode
   bool calculate_per_token_loss = false;  // --calculate-per-token-loss: the global batch's labels weigh alike
+  // Note [Fused kernels] in models/kernels/fusion.h: off with --no-kernel-fusion (all), or
+  // Megatron's --no-rope-fusion and --no-bias-swiglu-fusion (one each).
+  bool kernel_fusion = true;
+  bool rope_fusion = true;
+  bool swiglu_fusion = true;
   // data
   bool mock_data = false;
   bool is_instruction_dataset = false;  // --is-instruction-dataset: --data-path holds conversations

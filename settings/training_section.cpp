@@ -53,7 +53,11 @@ void declare_training_flags(cxxopts::Options& o) {
        cxxopts::value<std::string>()->default_value("default"))
       ("loss-chunk-size", "tokens per chunk with --loss-compute-mode chunk", cxxopts::value<std::string>()->default_value("1024"))
       ("calculate-per-token-loss", "the loss summed over every label of the global batch and divided by their count, "
-       "not the mean of each micro-batch's mean (Megatron's; they differ when loss masks or sequence lengths do)");
+       "not the mean of each micro-batch's mean (Megatron's; they differ when loss masks or sequence lengths do)")
+      ("no-kernel-fusion", "libtorch's composition of each operation instead of megacpp's fused CPU kernels (RMSNorm, "
+       "rotary embedding, SwiGLU, cross-entropy, AdamW): the same results, for comparison")
+      ("no-rope-fusion", "the rotary embedding in libtorch operations instead of megacpp's fused CPU kernel (Megatron's)")
+      ("no-bias-swiglu-fusion", "SwiGLU in libtorch operations instead of megacpp's fused CPU kernel (Megatron's)");
 }
 
 // Megatron's rules: iterations or samples, not both; the warmup given once.
@@ -151,6 +155,9 @@ void read_training_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.loss_chunk_size = mode == "chunk" ? chunk : 0;
   a.grad_reduce_in_bf16 = r["grad-reduce-in-bf16"].as<bool>();
   a.calculate_per_token_loss = r["calculate-per-token-loss"].as<bool>();
+  a.kernel_fusion = !r["no-kernel-fusion"].as<bool>();
+  a.rope_fusion = !r["no-rope-fusion"].as<bool>();
+  a.swiglu_fusion = !r["no-bias-swiglu-fusion"].as<bool>();
   check_training_flags(a);
 }
 

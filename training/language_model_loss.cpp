@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/cross_entropy_kernel.h"
+#include "models/kernels/fusion.h"
 #include "parallel/collectives.h"
 #include "parallel/ulysses.h"
 
@@ -46,13 +48,13 @@ LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBa
   }
   // [micro, seq, vocab]
   at::Tensor logits = batch.images.defined() || packed ? model(inputs)[0] : model(input);
-  logits = logits.to(torch::kFloat).view({-1, model.vocab_size()});
+  logits = logits.reshape({-1, model.vocab_size()});
   labels = labels.reshape({-1});
-  if (!mask.defined()) {
-    result.sum = torch::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum);
-  } else {
-    result.sum = (torch::cross_entropy_loss(logits, labels, {}, at::Reduction::None) * mask.reshape({-1})).sum();
-  }
+  // Per label, in fp32 (Note [Fused kernels]: the fused kernel reads bf16 logits as they are).
+  const at::Tensor per_label = models::kernels::kernel_fusion().cross_entropy && models::kernels::fusable(logits)
+                                   ? models::kernels::fused_cross_entropy(logits, labels)
+                                   : torch::cross_entropy_loss(logits.to(torch::kFloat), labels, {}, at::Reduction::None);
+  result.sum = mask.defined() ? (per_label * mask.reshape({-1})).sum() : per_label.sum();
   return result;
 }
 

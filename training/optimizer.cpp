@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "training/fused_adamw.h"
+
 namespace megacpp::training {
 namespace {
 
@@ -30,6 +32,7 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(const settings::TrainingArgu
     if (g % 2 == 1) group_options->weight_decay(0.0);
     groups.emplace_back(members[g], std::move(group_options));
   }
+  if (args.kernel_fusion) return std::make_unique<FusedAdamW>(std::move(groups), options);  // Note [Fused kernels]
   return std::make_unique<torch::optim::AdamW>(groups, options);
 }
 

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "models/kernels/fusion.h"
 #include "settings/fsdp2_config_from_args.h"
 #include "settings/parallelism.h"
 #include "io/data/dataset_builder.h"
@@ -425,6 +426,8 @@ class TrainingRun {
 }  // namespace
 
 int run_training(const settings::TrainingArguments& args, const char* program) {
+  models::kernels::set_kernel_fusion({args.kernel_fusion, args.kernel_fusion && args.rope_fusion, args.kernel_fusion && args.swiglu_fusion,
+                                      args.kernel_fusion});
   TrainingRun run(args);
   try {
     return run.run();

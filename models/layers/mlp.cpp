@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/fusion.h"
+#include "models/kernels/swiglu_kernel.h"
+
 namespace megacpp::models {
 
 SwiGLUMLP::SwiGLUMLP(int64_t hidden_size, int64_t ffn_hidden_size, const at::TensorOptions& options)
@@ -12,7 +15,11 @@ SwiGLUMLP::SwiGLUMLP(int64_t hidden_size, int64_t ffn_hidden_size, const at::Ten
 }
 
 at::Tensor SwiGLUMLP::forward(const at::Tensor& hidden) {
-  return (*down_proj_)(torch::silu((*gate_proj_)(hidden)) * (*up_proj_)(hidden));
+  const at::Tensor gate = (*gate_proj_)(hidden), up = (*up_proj_)(hidden);
+  if (kernels::kernel_fusion().swiglu && kernels::fusable(gate) && gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type()) {
+    return (*down_proj_)(kernels::fused_swiglu(gate, up));
+  }
+  return (*down_proj_)(torch::silu(gate) * up);
 }
 
 }  // namespace megacpp::models

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/fusion.h"
+#include "models/kernels/rms_norm_kernel.h"
+
 namespace megacpp::models {
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options, bool zero_centered_gamma)
@@ -10,6 +13,9 @@ RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options, bool
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& input) {
+  if (kernels::kernel_fusion().rms_norm && kernels::fusable(input) && input.scalar_type() == weight_.scalar_type()) {
+    return kernels::fused_rms_norm(input, weight_, eps_, zero_centered_gamma_);
+  }
   at::Tensor x = input.to(torch::kFloat);
   x = x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   x = x.to(input.scalar_type());

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/fusion.h"
+#include "models/kernels/rotary_kernel.h"
+
 namespace megacpp::models {
 
 at::Tensor RotaryEmbedding::apply(const at::Tensor& x, const at::Tensor& position_ids) const {
@@ -15,10 +18,16 @@ at::Tensor RotaryEmbedding::apply(const at::Tensor& x, const at::Tensor& positio
     cos_ = emb.cos();
     sin_ = emb.sin();
   }
-  at::Tensor cos = cos_.to(x.scalar_type()), sin = sin_.to(x.scalar_type());
-  if (position_ids.defined()) {  // [batch, seq] -> [batch, 1, seq, head_dim], one angle per token and every head
+  if (position_ids.defined()) {
     TORCH_CHECK(position_ids.dim() == 2 && position_ids.size(1) == seq, "rotary: position_ids must be [batch, ", seq, "], got ",
                 position_ids.sizes());
+  }
+  if (kernels::kernel_fusion().rope && kernels::fusable(x) && x.dim() == 4) {  // [seq or batch x seq, head_dim], fp32
+    return position_ids.defined() ? kernels::fused_rotary(x, cos_.index({position_ids}), sin_.index({position_ids}))
+                                  : kernels::fused_rotary(x, cos_, sin_);
+  }
+  at::Tensor cos = cos_.to(x.scalar_type()), sin = sin_.to(x.scalar_type());
+  if (position_ids.defined()) {  // [batch, seq] -> [batch, 1, seq, head_dim], one angle per token and every head
     cos = cos.index({position_ids}).unsqueeze(1);
     sin = sin.index({position_ids}).unsqueeze(1);
   }

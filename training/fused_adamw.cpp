@@ -1,0 +1,108 @@
+#include "training/fused_adamw.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "parallel/compat.h"
+
+namespace megacpp::training {
+namespace {
+
+// The constants of one parameter's step, as torch::optim::AdamW computes them.
+struct AdamWStep {
+  float decay, beta1, beta2, step_size, bias_correction2_sqrt, eps;
+};
+
+AdamWStep step_constants(const torch::optim::AdamWOptions& options, int64_t step) {
+  const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
+  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+  return {static_cast<float>(1 - options.lr() * options.weight_decay()), static_cast<float>(beta1), static_cast<float>(beta2),
+          static_cast<float>(options.lr() / bias_correction1), static_cast<float>(std::sqrt(bias_correction2)),
+          static_cast<float>(options.eps())};
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void adamw_elements(const AdamWStep& s, const float* grad, int64_t n, float* param, float* exp_avg, float* exp_avg_sq) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float m = exp_avg[i] * s.beta1 + (1.0f - s.beta1) * g;
+    const float v = exp_avg_sq[i] * s.beta2 + (1.0f - s.beta2) * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    param[i] = param[i] * s.decay - s.step_size * m / (std::sqrt(v) / s.bias_correction2_sqrt + s.eps);
+  }
+}
+
+bool takes(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
+
+// torch::optim::AdamW's step of one parameter in ATen operations (what the pass computes).
+void composed_step(const torch::optim::AdamWOptions& options, torch::optim::AdamWParamState& state, at::Tensor& p,
+                   const at::Tensor& grad) {
+  const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
+  if (options.weight_decay() != 0) p.mul_(1 - options.lr() * options.weight_decay());
+  state.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
+  state.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
+  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
+  at::Tensor second = state.exp_avg_sq();
+  if (options.amsgrad()) {
+    state.max_exp_avg_sq(torch::max(state.max_exp_avg_sq(), state.exp_avg_sq()));
+    second = state.max_exp_avg_sq();
+  }
+  const at::Tensor denom = (second.sqrt() / std::sqrt(bias_correction2)).add_(options.eps());
+  p.addcdiv_(state.exp_avg(), denom, -options.lr() / bias_correction1);
+}
+
+}  // namespace
+
+torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& p, bool amsgrad) {
+  auto& slot = state_[parallel::compat::optimizer_state_key(p)];
+  if (!slot) {
+    auto state = std::make_unique<torch::optim::AdamWParamState>();
+    state->step(0);
+    state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    if (amsgrad) state->max_exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    slot = std::move(state);
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*slot);
+}
+
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "AdamW does not support sparse gradients");
+      auto& state = state_of(p, options.amsgrad());
+      state.step(state.step() + 1);
+      if (options.amsgrad() || !takes(p) || !takes(grad) || !takes(state.exp_avg()) || !takes(state.exp_avg_sq())) {
+        composed_step(options, state, p, grad);
+        continue;
+      }
+      const AdamWStep constants = step_constants(options, state.step());
+      float* param = p.data_ptr<float>();
+      float* exp_avg = state.exp_avg().data_ptr<float>();
+      float* exp_avg_sq = state.exp_avg_sq().data_ptr<float>();
+      const float* g = grad.data_ptr<float>();
+      at::parallel_for(0, p.numel(), 65536, [&](int64_t begin, int64_t end) {
+        adamw_elements(constants, g + begin, end - begin, param + begin, exp_avg + begin, exp_avg_sq + begin);
+      });
+    }
+  }
+  return loss;
+}
+
+}  // namespace megacpp::training
