@@ -113,13 +113,20 @@ def side_command(args, side, cfg, ranks, threads, fsdp, iters):
     return megacpp_command(args, args.build_113, cfg, ranks, threads, fsdp, iters)  # megacpp-1.13, on this machine
 
 
+def blas_env(args, side):
+    """Debian bookworm's OpenBLAS (megacpp-1.13's, outside the root) falls back to generic kernels on
+    CPUs newer than itself; it gets the core scripts/openblas_coretype.sh names, so that both sides
+    run sgemm kernels for this CPU (the root's newer OpenBLAS knows it)."""
+    return {"OPENBLAS_CORETYPE": args.openblas_core} if side == "megacpp-1.13" and args.openblas_core else {}
+
+
 def measure(args, section, cfg, ranks=1, threads=1, fsdp="none", allocator="kept", sides=("megacpp", "pytorch"),
             iters=None, warmup=None):
     """One case: the sides run --repeats times, interleaved; recorded in args.cases and returned."""
     iters, warmup = iters or args.iters, args.warmup if warmup is None else warmup
     case = dict(section=section, cfg=cfg, ranks=ranks, threads=threads, fsdp=fsdp, allocator=allocator, iters=iters,
                 warmup=warmup, load=[], runs={side: [] for side in sides},
-                env={side: ALLOCATOR_ENV[allocator][side] for side in sides})
+                env={side: dict(ALLOCATOR_ENV[allocator][side], **blas_env(args, side)) for side in sides})
     parameters = {}
     for repeat in range(args.repeats):
         for side in sides:
@@ -198,11 +205,12 @@ def section_f(args):
             command = megacpp_command(args, args.build_113, LONG, 2, 1, "root", iters) + ["--fsdp2-config-path", path]
             what = f"megacpp long sequence ulysses={ulysses} tiles={tiles}"
             load = os.getloadavg()[0]
-            output, peak = execute(command, what, {})
+            env = blas_env(args, "megacpp-1.13")
+            output, peak = execute(command, what, env)
             ms, parameters = parse(output, what, warmup)
             args.cases.append(dict(section="f", cfg=LONG, ranks=2, threads=1, fsdp="layers", ulysses=ulysses, tiles=tiles,
                                    iters=iters, warmup=warmup, load=[load], parameters=parameters,
-                                   runs={"megacpp-1.13": [dict(ms=ms, peak_mb=peak)]}, env={"megacpp-1.13": {}}))
+                                   runs={"megacpp-1.13": [dict(ms=ms, peak_mb=peak)]}, env={"megacpp-1.13": env}))
 
 
 # (h) Scaling, one axis at a time from the base point (hidden 256, sequence 256): hidden sizes at
@@ -239,6 +247,7 @@ def settings(args):
     return dict(date=datetime.date.today().isoformat(), commit=text(["git", "rev-parse", "--short", "HEAD"]),
                 cores=os.cpu_count(), cpu=cpu, pytorch=torch, build=args.build, build_113=args.build_113,
                 iters=args.iters, warmup=args.warmup, repeats=args.repeats, model=BASE, sections=args.sections,
+                openblas_core_113=args.openblas_core,
                 command=os.environ.get("MEGACPP_BENCH_COMMAND", "python3 bench/bench.py " + " ".join(sys.argv[1:])))
 
 
@@ -259,6 +268,8 @@ def main():
     parser.add_argument("--scaling-ranks", type=numbers, default=[1, 2, 4], help="section h's rank counts")
     args = parser.parse_args()
     args.build, args.build_113 = os.path.abspath(args.build), os.path.abspath(args.build_113)
+    args.openblas_core = subprocess.run(["bash", os.path.join(REPO, "scripts", "openblas_coretype.sh")], capture_output=True,
+                                        text=True, check=True).stdout.strip()
     args.cases = []
     results = dict(settings=settings(args), cases=args.cases)
     print(f"bench: {json.dumps(results['settings'])}", flush=True)

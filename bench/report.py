@@ -201,8 +201,11 @@ def render(results):
         out += ["(e) Peak memory per rank (FSDP2 with a group per layer above 1 rank; `kept`).", "", text, ""]
     chosen = find(cases, section="g")
     if chosen:
-        out += ["(g) megacpp built against Debian's libtorch 1.13 (`build/`; no SDPA there: its own attention in blocks "
-                "of query rows) against PyTorch 2.6 eager (SDPA); one process, 1 thread, `kept`.", "",
+        core = s.get("openblas_core_113")
+        blas = (f" megacpp-1.13 runs with `OPENBLAS_CORETYPE={core}`: bookworm's OpenBLAS does not know this CPU and would "
+                "fall back to its generic kernels (`scripts/openblas_coretype.sh`)." if core else "")
+        out += ["(g) megacpp built against Debian's libtorch 1.13 (`build/`; no SDPA there: its own blocked attention with an "
+                "online softmax) against PyTorch 2.6 eager (SDPA); one process, 1 thread, `kept`." + blas, "",
                 table(["seq"] + columns("megacpp-1.13"),
                       side_by_side(chosen, lambda c: [c["cfg"]["seq"]], "megacpp-1.13")), ""]
     chosen = find(cases, section="i")

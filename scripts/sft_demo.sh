@@ -17,6 +17,9 @@
 # BUILD_DIR defaults to build/, WORK_DIR to data/sft_demo/. SFT_PRETRAIN_ITERS (default 300) and
 # SFT_ITERS (default 500) set the two runs' lengths.
 set -euo pipefail
+# Debian's OpenBLAS falls back to generic kernels on CPUs newer than itself: name a core it has
+# (scripts/openblas_coretype.sh).
+core=$(bash "$(dirname "$0")/openblas_coretype.sh") && [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 WORK_DIR=${2:-data/sft_demo}

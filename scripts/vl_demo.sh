@@ -10,6 +10,9 @@
 # BUILD_DIR defaults to build/, WORK_DIR (data, checkpoint) to data/vl_demo/. VL_TRAIN_IMAGES
 # (default 20000) and VL_TEST_IMAGES (default 2000) take the first N of each split.
 set -euo pipefail
+# Debian's OpenBLAS falls back to generic kernels on CPUs newer than itself: name a core it has
+# (scripts/openblas_coretype.sh).
+core=$(bash "$(dirname "$0")/openblas_coretype.sh") && [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 WORK_DIR=${2:-data/vl_demo}

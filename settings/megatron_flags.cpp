@@ -53,9 +53,10 @@ const CompatibleFlag kCompatible[] = {
     {"use-fused-rmsnorm", nullptr, "megacpp fuses RMSNorm on the CPU (off only with --no-kernel-fusion)", nullptr},
     {"use-fused-rotary-pos-emb", nullptr, "megacpp fuses the rotary embedding on the CPU (off with --no-rope-fusion)", nullptr},
     {"use-fused-swiglu", nullptr, "megacpp fuses SwiGLU on the CPU (off with --no-bias-swiglu-fusion)", nullptr},
-    {"use-flash-attn", nullptr, "megacpp picks its attention kernel (SDPA on libtorch 2.x)", nullptr},
+    {"use-flash-attn", nullptr, "megacpp picks its attention kernel: SDPA (flash attention) on libtorch 2.x, its own blocked "
+     "attention with an online softmax on 1.13", nullptr},
     {"attention-backend", "auto|flash|fused|unfused|local",
-     "every choice computes exact attention; megacpp picks the kernel (SDPA on libtorch 2.x)", nullptr},
+     "every choice computes exact attention; megacpp picks the kernel (SDPA on libtorch 2.x, its own blocked attention on 1.13)", nullptr},
     {"cross-entropy-loss-fusion", nullptr, "megacpp fuses the cross-entropy on the CPU (off only with --no-kernel-fusion)", nullptr},
     {"overlap-grad-reduce", nullptr, "FSDP2 reduce-scatters each group's gradients as its backward ends", nullptr},
     {"overlap-param-gather", nullptr, "FSDP2 prefetches gathers (num_to_forward_prefetch in fsdp2_config.yaml)", nullptr},

@@ -426,8 +426,8 @@ class TrainingRun {
 }  // namespace
 
 int run_training(const settings::TrainingArguments& args, const char* program) {
-  models::kernels::set_kernel_fusion({args.kernel_fusion, args.kernel_fusion && args.rope_fusion, args.kernel_fusion && args.swiglu_fusion,
-                                      args.kernel_fusion});
+  const bool fused = args.kernel_fusion;
+  models::kernels::set_kernel_fusion({fused, fused && args.rope_fusion, fused && args.swiglu_fusion, fused, fused});
   TrainingRun run(args);
   try {
     return run.run();

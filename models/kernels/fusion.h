@@ -2,7 +2,8 @@
 // ~~~~~~~~~~~~~~~~~~~~
 // On the CPU, the elementwise parts of a Llama layer run as fused kernels with their own
 // backward (torch::autograd::Function): RMSNorm, the rotary embedding, SwiGLU and the
-// cross-entropy of the output layer. Each reads its inputs once and writes its output once,
+// cross-entropy of the output layer; on libtorch 1.13, which has no fused attention, causal
+// attention over long sequences runs as blocks with an online softmax (flash_attention.h). Each reads its inputs once and writes its output once,
 // where libtorch's composition of the same formula makes a temporary per operation (pow, mean,
 // rsqrt, two muls for RMSNorm; log_softmax's [tokens, vocab] output, zeros and a scatter for the
 // loss) and saves more of them for backward. They compute in fp32 whatever the tensors' type
@@ -23,6 +24,7 @@ struct KernelFusion {
   bool rope = true;
   bool swiglu = true;
   bool cross_entropy = true;
+  bool attention = true;  // libtorch 1.13 only: 2.x has scaled_dot_product_attention's flash kernel
 };
 
 // The process-wide choice (as libtorch's backend switches), set once from the flags.

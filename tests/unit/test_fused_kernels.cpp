@@ -1,7 +1,8 @@
 // The fused CPU kernels (Note [Fused kernels] in models/kernels/fusion.h) against libtorch's
 // composition of the same formula: values and gradients, fp32 within 1e-5 and bf16 within 1e-2
 // (of the largest magnitude), at odd sizes (rows and blocks that do not divide), strided inputs,
-// per-sample positions as packed documents give them, the ignore index, and NaN kept NaN. AdamW
+// per-sample positions as packed documents give them, the ignore index, and NaN kept NaN; the
+// blocked attention with packed documents' masks, a sliding window and GQA. AdamW
 // against torch::optim::AdamW over several steps, with the state checkpoints read.
 #include <gtest/gtest.h>
 
@@ -11,10 +12,12 @@
 #include <limits>
 
 #include "models/kernels/cross_entropy_kernel.h"
+#include "models/kernels/flash_attention.h"
 #include "models/kernels/fusion.h"
 #include "models/kernels/rms_norm_kernel.h"
 #include "models/kernels/swiglu_kernel.h"
 #include "models/kernels/vector_math.h"
+#include "models/layers/attention.h"
 #include "models/layers/rms_norm.h"
 #include "models/layers/rotary.h"
 #include "parallel/compat.h"
@@ -29,7 +32,7 @@ using models::kernels::KernelFusion;
 class FusionScope {
  public:
   explicit FusionScope(bool on) : saved_(models::kernels::kernel_fusion()) {
-    models::kernels::set_kernel_fusion(on ? KernelFusion{} : KernelFusion{false, false, false, false});
+    models::kernels::set_kernel_fusion(on ? KernelFusion{} : KernelFusion{false, false, false, false, false});
   }
   ~FusionScope() { models::kernels::set_kernel_fusion(saved_); }
 
@@ -163,6 +166,61 @@ TEST(FusedKernels, CrossEntropyIsTheCompositionWithTheIgnoreIndexAndNan) {
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 of row 1 is outside the vocabulary [0, 50)"), std::string::npos) << e.what();
   }
+}
+
+// softmax(q k^T / sqrt(d) + mask) v with the whole [seq, seq] mask, as the layers composed it.
+at::Tensor composed_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& documents, int64_t window) {
+  const int64_t seq = q.size(2);
+  const at::Tensor i = torch::arange(seq).unsqueeze(1), j = torch::arange(seq).unsqueeze(0);
+  at::Tensor hidden = j.gt(i).view({1, 1, seq, seq});
+  if (window > 0) hidden = hidden.logical_or((i - j).ge(window).view({1, 1, seq, seq}));
+  if (documents.defined()) hidden = hidden.logical_or(documents.unsqueeze(2).ne(documents.unsqueeze(1)).unsqueeze(1));
+  const at::Tensor scores = torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) / std::sqrt(static_cast<double>(q.size(3)));
+  const at::Tensor probs = torch::softmax(scores.masked_fill(hidden, -std::numeric_limits<float>::infinity()), -1);
+  return torch::matmul(probs.to(v.scalar_type()), v);
+}
+
+TEST(FusedKernels, BlockedAttentionIsTheCompositionWithPackedDocumentsAndWindows) {
+  // Sample 0 packs three documents (boundaries inside and between blocks of 128), sample 1 one.
+  const at::Tensor packed = torch::cat({torch::zeros({100}), torch::ones({150}), torch::full({50}, 2)}).to(torch::kLong).unsqueeze(0);
+  const at::Tensor documents = torch::cat({packed, torch::zeros({1, 300}, torch::kLong)});
+  for (const auto type : kTypes) {
+    torch::manual_seed(10);
+    const at::Tensor q = torch::randn({2, 3, 300, 16}).to(type), k = torch::randn({2, 3, 300, 16}).to(type);
+    const at::Tensor v = torch::randn({2, 3, 300, 16}).to(type);
+    for (const bool packed_documents : {false, true}) {
+      for (const int64_t window : {int64_t{0}, int64_t{70}}) {
+        const at::Tensor docs = packed_documents ? documents : at::Tensor();
+        const auto fused = value_and_gradients(
+            [&](const auto& in) { return models::kernels::fused_causal_attention(in[0], in[1], in[2], docs, window); }, {q, k, v}, 11);
+        const auto composed =
+            value_and_gradients([&](const auto& in) { return composed_attention(in[0], in[1], in[2], docs, window); }, {q, k, v}, 11);
+        expect_same_pass(fused, composed, type,
+                         std::string("attention") + (packed_documents ? ", packed documents" : "") + (window ? ", window 70" : ""));
+      }
+    }
+  }
+}
+
+TEST(FusedKernels, AttentionLayersWithGroupedQueriesAreTheComposition) {
+  models::AttentionShape shape;
+  shape.hidden_size = 48, shape.heads = 6, shape.kv_heads = 2, shape.head_dim = 8;
+  torch::manual_seed(12);
+  models::Attention attention(shape, torch::TensorOptions().dtype(torch::kFloat));
+  for (auto& p : attention.parameters()) {
+    torch::NoGradGuard no_grad;
+    p.copy_(torch::randn(p.sizes()) * 0.2);
+  }
+  // Long enough for the layers to take the blocked attention on libtorch 1.13.
+  const at::Tensor hidden = torch::randn({2, models::kernels::kBlockedAttentionFromSeq + 7, 48});
+  const auto pass = [&](bool fused) {
+    FusionScope scope(fused);
+    for (auto& p : attention.parameters()) p.mutable_grad() = at::Tensor();
+    auto result = value_and_gradients([&](const auto& in) { return attention(in[0]); }, {hidden}, 13);
+    for (auto& p : attention.parameters()) result.push_back(p.grad().clone());
+    return result;
+  };
+  expect_same_pass(pass(true), pass(false), torch::kFloat, "attention, 6 query heads in 2 groups");
 }
 
 TEST(FusedKernels, AdamWStepsAsTorchsAdamWAndKeepsItsState) {
