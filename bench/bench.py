@@ -14,7 +14,7 @@ the median time per iteration after the warm-up and the peak resident set of its
 (wait4's rusage). The machine's 1-minute load average is sampled before every run. The results
 go to --json, which bench/report.py turns into docs/performance.md's tables.
 
-  python3 bench/bench.py [--sections abcdefgi] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
+  python3 bench/bench.py [--sections abcdefgik] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
   python3 bench/bench.py --sections h [--scaling-hidden 128,256,512,1024] [--scaling-seq 64,256,1024,4096]
                          [--scaling-ranks 1,2,4] --json bench/scaling.json
 
@@ -22,7 +22,8 @@ Section (g) runs megacpp built on Debian's libtorch 1.13 (--build-113, outside t
 own attention: no SDPA there) against the same PyTorch 2.6. Section (f) is megacpp alone: peak
 memory and time at a long sequence with and without TiledMLP and Ulysses. Section (i) measures
 megacpp's fused CPU kernels: megacpp with them, with libtorch's composition instead
-(--no-kernel-fusion), and PyTorch, interleaved. Section (h), the
+(--no-kernel-fusion), and PyTorch, interleaved; section (k) times each kernel alone against its
+composition (megacpp-bench-kernels) on both libtorches. Section (h), the
 scaling grid (hidden size, sequence length, ranks), is run on its own (scripts/bench.sh
 --scaling): about 20 minutes on 2 cores.
 """
@@ -190,6 +191,18 @@ def section_i(args):  # the fused kernels: megacpp with them, without them (--no
                 warmup=min(args.warmup, 2) if long else None)
 
 
+def section_k(args):  # each fused kernel alone against its composition (megacpp-bench-kernels), on both libtorches
+    for side in ("megacpp", "megacpp-1.13"):
+        build = args.build if side == "megacpp" else args.build_113
+        for seq in (256, 1024):
+            command = [os.path.join(build, "megacpp-bench-kernels"), "--seq", str(seq), "--repeats", str(args.kernel_repeats)]
+            load = os.getloadavg()[0]
+            output, _ = execute(ROOT + command if side == "megacpp" else command, f"{side} kernels seq={seq}", blas_env(args, side))
+            print(output, flush=True)
+            args.cases.append(dict(section="k", side=side, seq=seq, load=[load], env={side: blas_env(args, side)},
+                                   output=output.strip().splitlines()))
+
+
 LONG = dict(BASE, seq=4096, batch=2)
 
 
@@ -257,10 +270,11 @@ def main():
                         help="megacpp built against the root's libtorch 2.6 (default build-pytorch2)")
     parser.add_argument("--build-113", default=os.path.join(REPO, "build"),
                         help="megacpp built against Debian's libtorch 1.13, run on this machine (default build)")
-    parser.add_argument("--sections", default="abcdefgi")
+    parser.add_argument("--sections", default="abcdefgik")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iters", type=int, default=13)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--kernel-repeats", type=int, default=15, help="section k's interleaved runs of each kernel")
     parser.add_argument("--json", default=os.path.join(REPO, "bench", "results.json"))
     numbers = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
     parser.add_argument("--scaling-hidden", type=numbers, default=[128, 256, 512, 1024], help="section h's hidden sizes")

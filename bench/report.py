@@ -218,6 +218,14 @@ def render(results):
                 "interleaved; one process or 2 ranks x 1 thread (FSDP2, a group per layer), `kept`.", "",
                 table(["ranks", "seq", "fused ms", "unfused ms", "pytorch ms", "fused / unfused", "fused / pytorch",
                        "fused MB", "unfused MB", "load"], rows), ""]
+    chosen = find(cases, section="k")
+    if chosen:
+        out += ["(k) Each fused kernel alone against libtorch's composition of the same formula, forward + backward at the "
+                "shapes of one micro-batch (`megacpp-bench-kernels --seq N --repeats R`, R in the header; attention: the blocked kernel "
+                "against `parallel::compat::causal_attention`, SDPA on 2.6 and query-row blocks on 1.13; AdamW: one step "
+                "over the model's parameter count). Below 1, the fused kernel is faster.", ""]
+        for case in chosen:
+            out += [f"{case['side']}, sequence {case['seq']} (load {max(case['load']):.1f}):", "", "```"] + case["output"] + ["```", ""]
     chosen = find(cases, section="f")
     if chosen:
         rows = [[c["ulysses"], c["tiles"] or "off", f"{times(c, 'megacpp-1.13')[0]:.1f}", f"{peak(c, 'megacpp-1.13'):.0f}"]

@@ -3,7 +3,7 @@
 # PyTorch 2.6 root, builds megacpp against its libtorch (build-pytorch2/) and against Debian's
 # 1.13 (build/), runs every case several times interleaved, writes bench/results.json and
 # regenerates docs/performance.md's tables from it (bench/report.py). About 25 minutes on 2
-# cores; run it on an otherwise idle machine. Arguments go to bench.py (--sections abcdefgi,
+# cores; run it on an otherwise idle machine. Arguments go to bench.py (--sections abcdefgik,
 # --repeats N, --iters N, --warmup N, --json FILE).
 #
 #   scripts/bench.sh --scaling [bench.py arguments]

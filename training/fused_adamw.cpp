@@ -25,7 +25,7 @@ AdamWStep step_constants(const torch::optim::AdamWOptions& options, int64_t step
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void adamw_elements(const AdamWStep& s, const float* grad, int64_t n, float* param, float* exp_avg, float* exp_avg_sq) {
   for (int64_t i = 0; i < n; ++i) {

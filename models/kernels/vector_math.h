@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <vector>
 
-// Each loop over a row is compiled twice, for AVX2 and for the baseline, and the loader picks
+// Each loop over a row is compiled for AVX-512, AVX2 and the baseline, and the loader picks
 // the one the CPU runs (GCC's function multiversioning on x86-64; elsewhere the baseline only).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
-#define MEGACPP_ROW_LOOP __attribute__((target_clones("avx2", "default")))
+#define MEGACPP_ROW_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MEGACPP_ROW_LOOP
 #endif
