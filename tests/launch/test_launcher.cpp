@@ -34,15 +34,29 @@ struct Result {
   bool timed_out = false;
 };
 
+// The launcher's arguments as a test gives them, on a port of their own (--master-port 0) unless
+// they name one or several nodes: the tests run side by side (ctest -j), and megacpp-run refuses
+// a second job on a port another one holds (Note [One job per port] in launch/port_claim.h).
+std::vector<std::string> on_a_free_port(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg.rfind("--master-port", 0) == 0 || arg.rfind("--master_port", 0) == 0 || arg.rfind("--nnodes", 0) == 0) return args;
+  }
+  std::vector<std::string> with_port{"--master-port", "0"};
+  with_port.insert(with_port.end(), args.begin(), args.end());
+  return with_port;
+}
+
 // A running megacpp-run with stdout and stderr captured separately.
 class LauncherProcess {
  public:
   // own_group: the launcher leads a new process group (as a terminal's foreground job does),
   // so send_to_group() can signal it and its ranks at once, like Ctrl-C.
-  explicit LauncherProcess(const std::vector<std::string>& args, bool own_group = false) {
+  // default_port: the arguments as given, so the launcher's default port applies.
+  explicit LauncherProcess(const std::vector<std::string>& given, bool own_group = false, bool default_port = false) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
       throw std::runtime_error("pipe2 failed");
+    const std::vector<std::string> args = default_port ? given : on_a_free_port(given);
     std::vector<std::string> full{MEGACPP_RUN_BINARY};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -199,8 +213,10 @@ const char* kPrintEnv =
 TEST(MegacppRun, SetsTorchrunEnvironmentForTwoRanks) {
   ScopedEnv inherited("MEGACPP_TEST_INHERITED", "yes");
   ScopedEnv stale_rank("RANK", "99");  // the launcher's value must be replaced
-  const Result r = run({"--nproc-per-node", "2", "sh", "-c",
-                        std::string(kPrintEnv) + " INHERITED=$MEGACPP_TEST_INHERITED"});
+  // The default port (29500): no other test here runs on it.
+  const Result r = LauncherProcess({"--nproc-per-node", "2", "sh", "-c", std::string(kPrintEnv) + " INHERITED=$MEGACPP_TEST_INHERITED"},
+                                   /*own_group=*/false, /*default_port=*/true)
+                       .finish();
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(lines_of(r.out).size(), 2u) << r.out;
