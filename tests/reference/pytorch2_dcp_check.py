@@ -16,6 +16,7 @@ import datetime
 import os
 import sys
 import tempfile
+import time
 import warnings
 
 import torch
@@ -95,23 +96,30 @@ def sharded_worker(rank, checkpoint, final, port, out):
         torch.save(checked, out)
 
 
-def load_in_two_processes(checkpoint, final):
+def load_in_two_processes(checkpoint, final, deadline_s=120):
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=False)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "checked.pt")
-        mp.spawn(sharded_worker, args=(checkpoint, final, store.port, out), nprocs=2)
+        context = mp.spawn(sharded_worker, args=(checkpoint, final, store.port, out), nprocs=2, join=False)
+        deadline = time.monotonic() + deadline_s
+        while not context.join(timeout=5):
+            if time.monotonic() > deadline:  # a pair that waits for ever raises nothing
+                for process in context.processes:
+                    process.kill()
+                raise TimeoutError(f"the two processes did not finish in {deadline_s} s")
         return torch.load(out)
 
 
 def check_two_processes(checkpoint, final, attempts=3):
     # Gloo adopts any connection that reaches a pair's port, so a stray dial from another test's
     # process (a reused ephemeral port) can leave the pair waiting for ever (megacpp's own ranks
-    # guard against it: parallel/agreed_connect.h). Such a run times out and is tried again.
+    # guard against it: parallel/agreed_connect.h). Such a run times out (Gloo's timeout, or the
+    # whole run's deadline when nothing raises) and is tried again.
     for attempt in range(1, attempts + 1):
         try:
             sharded = load_in_two_processes(checkpoint, final)
             break
-        except mp.ProcessRaisedException as e:
+        except (mp.ProcessRaisedException, TimeoutError) as e:
             if attempt == attempts:
                 raise
             print(f"2. attempt {attempt} failed ({str(e).strip().splitlines()[-1]}); trying again")
