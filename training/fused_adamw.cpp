@@ -38,42 +38,41 @@ void adamw_elements(const AdamWStep& s, const float* grad, int64_t n, float* par
   }
 }
 
-bool takes(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
-
-// torch::optim::AdamW's step of one parameter in ATen operations (what the pass computes).
-void composed_step(const torch::optim::AdamWOptions& options, torch::optim::AdamWParamState& state, at::Tensor& p,
-                   const at::Tensor& grad) {
-  const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
-  if (options.weight_decay() != 0) p.mul_(1 - options.lr() * options.weight_decay());
-  state.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
-  state.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
-  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
-  at::Tensor second = state.exp_avg_sq();
-  if (options.amsgrad()) {
-    state.max_exp_avg_sq(torch::max(state.max_exp_avg_sq(), state.exp_avg_sq()));
-    second = state.max_exp_avg_sq();
-  }
-  const at::Tensor denom = (second.sqrt() / std::sqrt(bias_correction2)).add_(options.eps());
-  p.addcdiv_(state.exp_avg(), denom, -options.lr() / bias_correction1);
+bool takes(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
 }  // namespace
 
-torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& p, bool amsgrad) {
+bool FusedAdamW::takes_every_parameter() const {
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!takes(p) || !takes(p.grad())) return false;
+      const auto found = state_.find(parallel::compat::optimizer_state_key(p));
+      if (found == state_.end()) continue;
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+      if (!takes(state.exp_avg()) || !takes(state.exp_avg_sq())) return false;
+    }
+  }
+  return true;
+}
+
+torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& p) {
   auto& slot = state_[parallel::compat::optimizer_state_key(p)];
   if (!slot) {
     auto state = std::make_unique<torch::optim::AdamWParamState>();
     state->step(0);
     state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
     state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-    if (amsgrad) state->max_exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
     slot = std::move(state);
   }
   return static_cast<torch::optim::AdamWParamState&>(*slot);
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
+  if (!takes_every_parameter()) return torch::optim::AdamW::step(closure);
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure) {
@@ -85,13 +84,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& grad = p.grad();
-      TORCH_CHECK(!grad.is_sparse(), "AdamW does not support sparse gradients");
-      auto& state = state_of(p, options.amsgrad());
+      auto& state = state_of(p);
       state.step(state.step() + 1);
-      if (options.amsgrad() || !takes(p) || !takes(grad) || !takes(state.exp_avg()) || !takes(state.exp_avg_sq())) {
-        composed_step(options, state, p, grad);
-        continue;
-      }
       const AdamWStep constants = step_constants(options, state.step());
       float* param = p.data_ptr<float>();
       float* exp_avg = state.exp_avg().data_ptr<float>();

@@ -2,8 +2,8 @@
 // models/kernels/fusion.h): the decay, both moments and the update read and write each element
 // once, where torch::optim::AdamW makes a temporary per operation (mul_, add_, addcmul_, sqrt,
 // div, add_, addcdiv_). The same state (step, exp_avg, exp_avg_sq under libtorch's keys), so
-// checkpoints and memory reports see a torch::optim::AdamW; parameters the pass does not take
-// (not fp32 contiguous CPU tensors, or amsgrad) step through the same formula in ATen ops.
+// checkpoints and memory reports see a torch::optim::AdamW. An optimizer holding a parameter the
+// pass does not take (not an fp32 contiguous CPU tensor, or amsgrad) steps as torch::optim::AdamW.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -20,7 +20,8 @@ class FusedAdamW : public torch::optim::AdamW {
   torch::Tensor step(LossClosure closure = nullptr) override;
 
  private:
-  torch::optim::AdamWParamState& state_of(const at::Tensor& p, bool amsgrad);
+  bool takes_every_parameter() const;
+  torch::optim::AdamWParamState& state_of(const at::Tensor& p);
 };
 
 }  // namespace megacpp::training

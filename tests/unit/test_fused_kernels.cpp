@@ -223,9 +223,9 @@ TEST(FusedKernels, AttentionLayersWithGroupedQueriesAreTheComposition) {
   expect_same_pass(pass(true), pass(false), torch::kFloat, "attention, 6 query heads in 2 groups");
 }
 
-TEST(FusedKernels, AdamWStepsAsTorchsAdamWAndKeepsItsState) {
-  torch::manual_seed(9);
-  std::vector<at::Tensor> shapes{torch::randn({33, 17}), torch::randn({70001}), torch::randn({5}).to(torch::kBFloat16)};
+// Five steps of FusedAdamW and of torch::optim::AdamW from the same parameters and gradients:
+// the same parameters and state after them.
+void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const std::string& what) {
   const auto make = [&](bool fused, std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::AdamW> {
     for (const auto& s : shapes) params.push_back(s.clone().requires_grad_(true));
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -251,13 +251,21 @@ TEST(FusedKernels, AdamWStepsAsTorchsAdamWAndKeepsItsState) {
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto type = shapes[i].scalar_type();
-    expect_close(fused_params[i], reference_params[i], type, "parameter " + std::to_string(i));
+    const std::string name = what + ", parameter " + std::to_string(i);
+    expect_close(fused_params[i], reference_params[i], type, name);
     auto& a = static_cast<torch::optim::AdamWParamState&>(*fused->state().at(parallel::compat::optimizer_state_key(fused_params[i])));
     auto& b = static_cast<torch::optim::AdamWParamState&>(*reference->state().at(parallel::compat::optimizer_state_key(reference_params[i])));
-    EXPECT_EQ(a.step(), b.step());
-    expect_close(a.exp_avg(), b.exp_avg(), type, "exp_avg " + std::to_string(i));
-    expect_close(a.exp_avg_sq(), b.exp_avg_sq(), type, "exp_avg_sq " + std::to_string(i));
+    EXPECT_EQ(a.step(), b.step()) << name;
+    expect_close(a.exp_avg(), b.exp_avg(), type, name + ": exp_avg");
+    expect_close(a.exp_avg_sq(), b.exp_avg_sq(), type, name + ": exp_avg_sq");
   }
+}
+
+TEST(FusedKernels, AdamWStepsAsTorchsAdamWAndKeepsItsState) {
+  torch::manual_seed(9);
+  // fp32 parameters: the one pass; with a bf16 one, the optimizer steps as torch's altogether.
+  expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5})}, "fp32");
+  expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5}).to(torch::kBFloat16)}, "with bf16");
 }
 
 }  // namespace
