@@ -1,7 +1,7 @@
 // megacpp-bench-kernels: each fused CPU kernel (Note [Fused kernels] in models/kernels/fusion.h)
 // against libtorch's composition of the same formula, forward + backward, at the shapes of one
 // micro-batch of the benchmark's Llama (bench/bench.py: hidden 256, 4 heads, FFN 688, vocabulary
-// 8192, 5.26 M parameters for AdamW), fused and composed runs interleaved; prints the median ms
+// 8192, 5.26 M parameters for AdamW, also with clipping), fused and composed runs interleaved; prints the median ms
 // of each and their range, and the ratio.
 //
 //   megacpp-bench-kernels [--seq 256] [--repeats 30] [--threads 1]
@@ -62,8 +62,10 @@ void compare(const std::string& name, const Pass& fused, const Pass& composed, i
   std::printf("%-14s %s %s %6.2f\n", name.c_str(), spread(a).c_str(), spread(b).c_str(), a[a.size() / 2] / b[b.size() / 2]);
 }
 
-// AdamW steps over the benchmark model's parameter count, fused (FusedAdamW) or torch's.
-Pass adamw_steps(bool fused, int64_t parameters) {
+// AdamW steps over the benchmark model's parameter count, fused (FusedAdamW) or torch's. With
+// `clip`, each step first clips the gradients by that coefficient: FusedAdamW in its pass,
+// torch's AdamW after an in-place scaling, as the trainer does for each.
+Pass adamw_steps(bool fused, int64_t parameters, double clip = 1.0) {
   auto param = std::make_shared<at::Tensor>(torch::randn({parameters}).requires_grad_(true));
   param->mutable_grad() = torch::randn({parameters});
   std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup({*param})};
@@ -74,7 +76,17 @@ Pass adamw_steps(bool fused, int64_t parameters) {
   } else {
     optimizer = std::make_shared<torch::optim::AdamW>(groups, options);
   }
-  return [param, optimizer] { optimizer->step(); };
+  if (clip == 1.0) return [param, optimizer] { optimizer->step(); };
+  if (fused) {
+    return [param, optimizer, clip] {
+      static_cast<megacpp::training::FusedAdamW&>(*optimizer).scale_gradients(clip);
+      optimizer->step();
+    };
+  }
+  return [param, optimizer, clip] {
+    param->grad().mul_(clip);
+    optimizer->step();
+  };
 }
 
 }  // namespace
@@ -129,5 +141,7 @@ int main(int argc, char** argv) {
 
   const int64_t parameters = 5261568;  // the benchmark model's
   compare("AdamW", adamw_steps(true, parameters), adamw_steps(false, parameters), repeats);
+  const double clip = 0.999;  // near 1, so that the composed side's repeated in-place scaling stays normal
+  compare("AdamW clipped", adamw_steps(true, parameters, clip), adamw_steps(false, parameters, clip), repeats);
   return 0;
 }

@@ -12,16 +12,16 @@ namespace {
 
 // The constants of one parameter's step, as torch::optim::AdamW computes them.
 struct AdamWStep {
-  float decay, beta1, beta2, step_size, bias_correction2_sqrt, eps;
+  float decay, beta1, beta2, step_size, bias_correction2_sqrt, eps, grad_scale;
 };
 
-AdamWStep step_constants(const torch::optim::AdamWOptions& options, int64_t step) {
+AdamWStep step_constants(const torch::optim::AdamWOptions& options, int64_t step, double grad_scale) {
   const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
   const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
   return {static_cast<float>(1 - options.lr() * options.weight_decay()), static_cast<float>(beta1), static_cast<float>(beta2),
           static_cast<float>(options.lr() / bias_correction1), static_cast<float>(std::sqrt(bias_correction2)),
-          static_cast<float>(options.eps())};
+          static_cast<float>(options.eps()), static_cast<float>(grad_scale)};
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -29,7 +29,7 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void adamw_elements(const AdamWStep& s, const float* grad, int64_t n, float* param, float* exp_avg, float* exp_avg_sq) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i];
+    const float g = grad[i] * s.grad_scale;
     const float m = exp_avg[i] * s.beta1 + (1.0f - s.beta1) * g;
     const float v = exp_avg_sq[i] * s.beta2 + (1.0f - s.beta2) * g * g;
     exp_avg[i] = m;
@@ -72,31 +72,46 @@ torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& p) {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (!takes_every_parameter()) return torch::optim::AdamW::step(closure);
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  const double scale = gradient_scale_;
+  gradient_scale_ = 1.0;
+  if (takes_every_parameter()) {
+    fused_step(scale);
+    return loss;
+  }
+  if (scale != 1.0) {
+    for (auto& group : param_groups_) {
+      for (auto& p : group.params()) {
+        if (p.grad().defined()) p.mutable_grad().mul_(scale);
+      }
+    }
+  }
+  torch::optim::AdamW::step();
+  return loss;
+}
+
+void FusedAdamW::fused_step(double grad_scale) {
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const at::Tensor& grad = p.grad();
       auto& state = state_of(p);
       state.step(state.step() + 1);
-      const AdamWStep constants = step_constants(options, state.step());
+      const AdamWStep constants = step_constants(options, state.step(), grad_scale);
       float* param = p.data_ptr<float>();
       float* exp_avg = state.exp_avg().data_ptr<float>();
       float* exp_avg_sq = state.exp_avg_sq().data_ptr<float>();
-      const float* g = grad.data_ptr<float>();
+      const float* g = p.grad().data_ptr<float>();
       at::parallel_for(0, p.numel(), 65536, [&](int64_t begin, int64_t end) {
         adamw_elements(constants, g + begin, end - begin, param + begin, exp_avg + begin, exp_avg_sq + begin);
       });
     }
   }
-  return loss;
 }
 
 }  // namespace megacpp::training

@@ -4,6 +4,8 @@
 // div, add_, addcdiv_). The same state (step, exp_avg, exp_avg_sq under libtorch's keys), so
 // checkpoints and memory reports see a torch::optim::AdamW. An optimizer holding a parameter the
 // pass does not take (not an fp32 contiguous CPU tensor, or amsgrad) steps as torch::optim::AdamW.
+// Gradient clipping joins the pass: scale_gradients(c) makes the next step read each gradient
+// times c, so clipping costs no pass of its own (the gradients in memory stay unscaled).
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -19,9 +21,16 @@ class FusedAdamW : public torch::optim::AdamW {
 
   torch::Tensor step(LossClosure closure = nullptr) override;
 
+  // The next step (only) uses factor x each gradient, e.g. the clipping coefficient
+  // max_norm / (norm + 1e-6). A step through the base class scales the gradients in place first.
+  void scale_gradients(double factor) { gradient_scale_ = factor; }
+
  private:
   bool takes_every_parameter() const;
   torch::optim::AdamWParamState& state_of(const at::Tensor& p);
+  void fused_step(double grad_scale);
+
+  double gradient_scale_ = 1.0;
 };
 
 }  // namespace megacpp::training

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "parallel/fsdp/grad_norm.h"
 #include "training/fused_adamw.h"
 
 namespace megacpp::training {
@@ -55,6 +56,14 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double dec
   auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(g >= kFirstDecoupledGroup ? decoupled_lr : lr);
+  }
+}
+
+void clip_gradients(torch::optim::AdamW& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm) {
+  if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer)) {
+    fused->scale_gradients(parallel::fsdp::clip_coefficient(max_norm, norm));
+  } else {
+    parallel::fsdp::clip_gradients(params, max_norm, norm);
   }
 }
 

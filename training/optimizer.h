@@ -27,6 +27,10 @@ std::unordered_set<const c10::TensorImpl*> input_and_output_parameters(models::L
 // `lr` for every group, `decoupled_lr` for the input and output layers' groups.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr);
 
+// --clip-grad: the gradients scaled by parallel::fsdp::clip_coefficient(max_norm, norm) — by
+// the fused AdamW as its next step reads them (no pass of their own), otherwise in place.
+void clip_gradients(torch::optim::AdamW& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm);
+
 // Gives every parameter without a gradient a zero one, as Megatron's zeroed gradient buffers do:
 // a parameter nothing reached (an expert no token chose) then steps (decays) like the others,
 // the same on every layout (FSDP2 reduces such gradients as zeros). Frozen parameters

@@ -293,7 +293,7 @@ class TrainingRun {
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
     if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
-    parallel::fsdp::clip_gradients(params_, args_.clip_grad, grad_norm.total);
+    clip_gradients(*optimizer_, params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
     optimizer_->step();
     if (args_.empty_unused_memory_level >= 2) release_unused_memory(device_);  // and after the step

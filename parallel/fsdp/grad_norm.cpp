@@ -35,15 +35,19 @@ GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMes
   return {std::sqrt((sharded_sq + whole_sq).item<double>()), local_finite.item<bool>()};
 }
 
-void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, double norm) {
-  if (max_norm <= 0) return;
+double clip_coefficient(double max_norm, double norm) {
+  if (max_norm <= 0) return 1.0;
   if (!std::isfinite(norm)) {
     throw std::runtime_error("the gradient norm is " + std::to_string(norm) +
                              ": non-finite gradients cannot be clipped (--clip-grad " + std::to_string(max_norm) + ")");
   }
-  if (norm <= max_norm) return;
+  return norm <= max_norm ? 1.0 : max_norm / (norm + 1e-6);
+}
+
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, double norm) {
+  const double scale = clip_coefficient(max_norm, norm);
+  if (scale == 1.0) return;
   torch::NoGradGuard no_grad;
-  const double scale = max_norm / (norm + 1e-6);
   for (const auto& p : params) {
     if (p.grad().defined()) p.grad().mul_(scale);
   }

@@ -20,9 +20,13 @@ struct GradNorm {
 // the group communicates; offloaded gradients are on the host).
 GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh, const c10::Device& device);
 
-// If `max_norm` > 0 and `norm` exceeds it, scales every gradient by max_norm / (norm + 1e-6).
-// A non-finite `norm` cannot be clipped: throws std::runtime_error (as PyTorch's
-// clip_grad_norm_ with error_if_nonfinite) instead of leaving the gradients unclipped.
+// The factor clipping multiplies every gradient by: max_norm / (norm + 1e-6) if `max_norm` > 0
+// and `norm` exceeds it, else 1. A non-finite `norm` cannot be clipped: throws
+// std::runtime_error (as PyTorch's clip_grad_norm_ with error_if_nonfinite) instead of leaving
+// the gradients unclipped.
+double clip_coefficient(double max_norm, double norm);
+
+// Scales every gradient of `params` by clip_coefficient(max_norm, norm).
 void clip_gradients(const std::vector<at::Tensor>& params, double max_norm, double norm);
 
 }  // namespace megacpp::parallel::fsdp

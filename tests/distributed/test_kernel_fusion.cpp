@@ -1,6 +1,7 @@
 // Training with the fused CPU kernels (Note [Fused kernels] in models/kernels/fusion.h) gives the
 // losses of libtorch's composition (--no-kernel-fusion) on one rank, FSDP on 2 ranks and with
-// packed documents (per-sample rotary positions), in fp32 within 1e-5 and in bf16 within 2e-2;
+// packed documents (per-sample rotary positions) and with every step clipped, in fp32 within
+// 1e-5 and in bf16 within 2e-2;
 // Megatron's --no-rope-fusion and --no-bias-swiglu-fusion and MindSpeed's --use-fused-* switches
 // are taken.
 #include <gtest/gtest.h>
@@ -27,6 +28,10 @@ TEST(KernelFusion, TrainingLossesAreTheCompositionsOnEveryLayout) {
   const std::string packed = kFusionTrain + " --reset-position-ids --reset-attention-mask --eod-mask-loss";
   testing::expect_same_losses(testing::train(1, packed + " --no-kernel-fusion"), testing::train(1, packed),
                               "fused kernels, packed documents", 1e-5);
+  // Every step clipped (norms ~1): the fused AdamW's pass scales the gradients as it reads them.
+  const std::string clipped = kFusionTrain + " --clip-grad 0.05";
+  testing::expect_same_losses(testing::train(1, clipped + " --no-kernel-fusion"), testing::train(1, clipped),
+                              "fused kernels, clipping in AdamW's pass", 1e-5);
   const std::string bf16 = kFusionTrain + " --bf16 --use-torch-fsdp2";
   testing::expect_same_losses(testing::train(1, bf16 + " --no-kernel-fusion"), testing::train(1, bf16), "fused kernels, bf16", 2e-2);
 }

@@ -224,8 +224,11 @@ TEST(FusedKernels, AttentionLayersWithGroupedQueriesAreTheComposition) {
 }
 
 // Five steps of FusedAdamW and of torch::optim::AdamW from the same parameters and gradients:
-// the same parameters and state after them.
-void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const std::string& what) {
+// the same parameters and state after them. `clipped`: FusedAdamW is told to scale each step's
+// gradients by a clipping coefficient and torch's AdamW gets them scaled beforehand; the
+// coefficient changes from step to step, since Adam's update hardly sees a constant one.
+void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const std::string& what, bool clipped = false) {
+  const double coefficients[] = {0.25, 0.9, 0.05, 0.5, 0.3};
   const auto make = [&](bool fused, std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::AdamW> {
     for (const auto& s : shapes) params.push_back(s.clone().requires_grad_(true));
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -244,8 +247,9 @@ void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const s
     for (size_t i = 0; i < shapes.size(); ++i) {
       const at::Tensor grad = torch::randn(shapes[i].sizes()).to(shapes[i].scalar_type());
       fused_params[i].mutable_grad() = grad.clone();
-      reference_params[i].mutable_grad() = grad.clone();
+      reference_params[i].mutable_grad() = clipped ? grad * coefficients[step] : grad.clone();
     }
+    if (clipped) static_cast<training::FusedAdamW&>(*fused).scale_gradients(coefficients[step]);
     fused->step();
     reference->step();
   }
@@ -266,6 +270,10 @@ TEST(FusedKernels, AdamWStepsAsTorchsAdamWAndKeepsItsState) {
   // fp32 parameters: the one pass; with a bf16 one, the optimizer steps as torch's altogether.
   expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5})}, "fp32");
   expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5}).to(torch::kBFloat16)}, "with bf16");
+  // Clipping inside the pass, and scaling in place before the base class's step.
+  expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5})}, "fp32, clipped", true);
+  expect_adamw_steps_as_torchs({torch::randn({33, 17}), torch::randn({70001}), torch::randn({5}).to(torch::kBFloat16)},
+                               "with bf16, clipped", true);
 }
 
 }  // namespace
