@@ -177,10 +177,11 @@ def render(results):
            f"cases), the median after {s['warmup']} warm-up; {s['repeats']} runs of each side per case, interleaved. "
            "Model: Llama, {layers} layers, hidden {hidden}, {heads} heads, FFN {ffn}, sequence {seq}, vocabulary "
            "{vocab}, global batch {batch} (micro-batch 1), fp32, AdamW, clipping at 1.0.".format(**s["model"]), ""]
+    kept = one(cases, section="a", allocator="kept")
+    kept_env = " ".join(f"{k}={v}" for k, v in sorted(kept["env"]["pytorch"].items())) if kept else "?"
     sections = [
-        ("(a) One process, no sharding. `kept`: both keep freed memory (PyTorch with `MALLOC_MMAP_THRESHOLD_=33554432 "
-         "MALLOC_TRIM_THRESHOLD_=1073741824`, what megacpp-train sets itself); `glibc`: both with glibc's defaults "
-         "(megacpp with `MEGACPP_KEEP_HOST_MEMORY=0`).",
+        (f"(a) One process, no sharding. `kept`: both keep freed memory (PyTorch with `{kept_env}`, what "
+         "megacpp-train sets itself); `glibc`: both with glibc's defaults (megacpp with `MEGACPP_KEEP_HOST_MEMORY=0`).",
          ["threads", "allocator"], lambda c: [c["threads"], c["allocator"]], find(cases, section="a")),
         ("(b) 2 ranks x 1 thread, FSDP2 on Gloo: megacpp `--use-torch-fsdp2` against `fully_shard`, one group (the "
          "root) or a group per decoder layer; both reduce-scatter once per iteration and keep groups gathered from "

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "training/host_caching_allocator.h"
+
 #ifdef MEGACPP_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -17,6 +19,8 @@ void keep_freed_host_memory() {
   constexpr int kMiB = 1 << 20;
   if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 32 * kMiB);
   if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 1024 * kMiB);
+  const char* cache = std::getenv("MEGACPP_HOST_CACHING_ALLOCATOR");
+  if (!cache || std::strcmp(cache, "0") != 0) install_host_caching_allocator();  // Note [Host caching allocator]
 }
 
 void release_unused_memory(const c10::Device& device) {
@@ -26,6 +30,7 @@ void release_unused_memory(const c10::Device& device) {
     return;
   }
 #endif
+  HostCachingAllocator::instance().empty_cache();
   malloc_trim(0);
 }
 
