@@ -180,8 +180,10 @@ def render(results):
     kept = one(cases, section="a", allocator="kept")
     kept_env = " ".join(f"{k}={v}" for k, v in sorted(kept["env"]["pytorch"].items())) if kept else "?"
     sections = [
-        (f"(a) One process, no sharding. `kept`: both keep freed memory (PyTorch with `{kept_env}`, what "
-         "megacpp-train sets itself); `glibc`: both with glibc's defaults (megacpp with `MEGACPP_KEEP_HOST_MEMORY=0`).",
+        (f"(a) One process, no sharding. `kept`: both keep freed memory (PyTorch with `{kept_env}`, the glibc "
+         "settings megacpp-train applies to itself; megacpp's host caching allocator for tensors of 1 MiB and more has no "
+         "PyTorch counterpart on the CPU); `glibc`: both with libtorch's allocator and glibc's defaults (megacpp with "
+         "`MEGACPP_KEEP_HOST_MEMORY=0`).",
          ["threads", "allocator"], lambda c: [c["threads"], c["allocator"]], find(cases, section="a")),
         ("(b) 2 ranks x 1 thread, FSDP2 on Gloo: megacpp `--use-torch-fsdp2` against `fully_shard`, one group (the "
          "root) or a group per decoder layer; both reduce-scatter once per iteration and keep groups gathered from "
