@@ -28,7 +28,7 @@ LAYERS = [
     ("models", ["models/*"]),
     ("checkpoint", ["checkpoint/*"]),
     ("settings", ["settings/*"]),
-    ("training", ["training/*", "inference/*"]),
+    ("training", ["training/*", "inference/*", "rl/*"]),
     ("launch", ["launch/*"]),
 ]
 ON_TOP = ["tests/*", "examples/*", "bench/*"]

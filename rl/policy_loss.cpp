@@ -1,0 +1,103 @@
+#include "rl/policy_loss.h"
+
+#include <map>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace megacpp::rl {
+namespace {
+
+void check_same_shape(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  if (a.sizes() != b.sizes()) {
+    throw std::invalid_argument(std::string(what) + ": shapes " + c10::str(a.sizes()) + " and " + c10::str(b.sizes()) + " differ");
+  }
+}
+
+// sum(x * mask) / sum(mask), the mean over counted tokens (0 when none counts).
+at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask) { return (x * mask).sum() / mask.sum().clamp_min(1); }
+
+}  // namespace
+
+at::Tensor group_advantages(const at::Tensor& scores, const std::vector<int64_t>& groups, bool divide_by_std, double epsilon) {
+  if (scores.dim() != 1 || scores.size(0) != static_cast<int64_t>(groups.size())) {
+    throw std::invalid_argument("group_advantages: " + std::to_string(groups.size()) + " group ids for scores of shape " +
+                                c10::str(scores.sizes()));
+  }
+  const at::Tensor s = scores.to(torch::kDouble);
+  std::map<int64_t, std::vector<int64_t>> members;
+  for (size_t i = 0; i < groups.size(); ++i) members[groups[i]].push_back(static_cast<int64_t>(i));
+  at::Tensor advantages = torch::empty_like(s);
+  for (const auto& [group, rows] : members) {
+    const at::Tensor index = torch::tensor(rows, torch::kLong), values = s.index_select(0, index);
+    const bool alone = rows.size() == 1;
+    const at::Tensor mean = alone ? torch::zeros({}, torch::kDouble) : values.mean();
+    const at::Tensor deviation = alone ? torch::ones({}, torch::kDouble) : values.std(/*unbiased=*/true);
+    at::Tensor centred = values - mean;
+    advantages.index_copy_(0, index, divide_by_std ? centred / (deviation + epsilon) : centred);
+  }
+  return advantages.to(torch::kFloat);
+}
+
+LossAggregation loss_aggregation_named(const std::string& name) {
+  if (name == "token-mean") return LossAggregation::kTokenMean;
+  if (name == "seq-mean-token-sum") return LossAggregation::kSeqMeanTokenSum;
+  if (name == "seq-mean-token-mean") return LossAggregation::kSeqMeanTokenMean;
+  throw std::invalid_argument("loss_agg_mode " + name + ": expected token-mean, seq-mean-token-sum or seq-mean-token-mean");
+}
+
+at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how) {
+  check_same_shape(losses, mask, "aggregate");
+  const at::Tensor m = mask.to(losses.scalar_type());
+  if (how == LossAggregation::kTokenMean) return masked_mean(losses, m);
+  const at::Tensor sums = (losses * m).sum(-1);
+  const at::Tensor per_response = how == LossAggregation::kSeqMeanTokenSum ? sums : sums / m.sum(-1).clamp_min(1);
+  return per_response.mean();
+}
+
+KlEstimator kl_estimator_named(const std::string& name) {
+  if (name == "kl" || name == "k1") return KlEstimator::kK1;
+  if (name == "abs") return KlEstimator::kAbs;
+  if (name == "mse" || name == "k2") return KlEstimator::kK2;
+  if (name == "low_var_kl" || name == "k3") return KlEstimator::kK3;
+  throw std::invalid_argument("kl_penalty " + name + ": expected kl (k1), abs, mse (k2) or low_var_kl (k3)");
+}
+
+at::Tensor kl_penalty(const at::Tensor& log_probs, const at::Tensor& ref_log_probs, KlEstimator estimator) {
+  check_same_shape(log_probs, ref_log_probs, "kl_penalty");
+  const at::Tensor k1 = log_probs - ref_log_probs;
+  switch (estimator) {
+    case KlEstimator::kK1: return k1;
+    case KlEstimator::kAbs: return k1.abs();
+    case KlEstimator::kK2: return 0.5 * k1.pow(2);
+    case KlEstimator::kK3: {
+      const at::Tensor log_ratio = (-k1).clamp(-20, 20);  // log(r / p)
+      return (log_ratio.exp() - log_ratio - 1).clamp(-10, 10);
+    }
+  }
+  throw std::logic_error("kl_penalty: unknown estimator");
+}
+
+PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& old_log_probs, const at::Tensor& advantages,
+                               const at::Tensor& mask, const PolicyLossOptions& options) {
+  check_same_shape(log_probs, old_log_probs, "clipped_policy_loss: log_probs and old_log_probs");
+  check_same_shape(log_probs, advantages, "clipped_policy_loss: log_probs and advantages");
+  check_same_shape(log_probs, mask, "clipped_policy_loss: log_probs and mask");
+  if (!(options.dual_clip > 1)) throw std::invalid_argument("clipped_policy_loss: the dual clip must exceed 1");
+  const at::Tensor m = mask.to(log_probs.scalar_type());
+  const at::Tensor log_ratio = (log_probs - old_log_probs).clamp(-20, 20);
+  const at::Tensor ratio = log_ratio.exp();
+  const at::Tensor unclipped = -advantages * ratio;
+  const at::Tensor clipped = -advantages * ratio.clamp(1 - options.clip_low, 1 + options.clip_high);
+  const at::Tensor pessimistic = torch::maximum(unclipped, clipped);
+  const at::Tensor dual = torch::minimum(pessimistic, -advantages * options.dual_clip);
+  const at::Tensor losses = torch::where(advantages < 0, dual, pessimistic);
+  PolicyLoss result;
+  result.loss = aggregate(losses, m, options.aggregation);
+  torch::NoGradGuard no_grad;
+  result.clip_fraction = masked_mean(clipped.gt(unclipped).to(m.scalar_type()), m).item<double>();
+  result.approx_kl = masked_mean(-log_ratio, m).item<double>();
+  return result;
+}
+
+}  // namespace megacpp::rl
