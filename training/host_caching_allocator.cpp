@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <new>
 #include <unordered_map>
 #include <utility>
 
