@@ -1,8 +1,8 @@
 // megacpp-bench-kernels: each fused CPU kernel (Note [Fused kernels] in models/kernels/fusion.h)
 // against libtorch's composition of the same formula, forward + backward, at the shapes of one
 // micro-batch of the benchmark's Llama (bench/bench.py: hidden 256, 4 heads, FFN 688, vocabulary
-// 8192, 5.26 M parameters for AdamW, also with clipping), fused and composed runs interleaved; prints the median ms
-// of each and their range, and the ratio.
+// 8192, 5.26 M parameters for AdamW, also with clipping), fused and composed runs interleaved;
+// prints the median ms of each and their range, and the ratio.
 //
 //   megacpp-bench-kernels [--seq 256] [--repeats 30] [--threads 1]
 #include <algorithm>
