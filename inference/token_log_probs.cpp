@@ -29,14 +29,13 @@ void check_inputs(const at::Tensor& logits, const at::Tensor& ids, double temper
 
 }  // namespace
 
-TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, double temperature, bool with_entropy,
+TokenLogProbs label_log_probs(const at::Tensor& logits, const at::Tensor& labels, double temperature, bool with_entropy,
                               int64_t chunk_tokens) {
-  check_inputs(logits, ids, temperature);
+  check_inputs(logits, labels, temperature);
   if (chunk_tokens <= 0) throw std::invalid_argument("token_log_probs: chunk_tokens must be positive");
-  const int64_t batch = ids.size(0), scored = std::max<int64_t>(ids.size(1) - 1, 0), vocab = logits.size(2);
-  // Rows of [batch * (seq - 1), vocab]: position t's logits beside token t + 1.
-  const at::Tensor rows = logits.narrow(1, 0, scored).reshape({-1, vocab});
-  const at::Tensor next = ids.narrow(1, 1, scored).reshape({-1, 1}).to(logits.device());
+  const int64_t batch = labels.size(0), scored = labels.size(1), vocab = logits.size(2);
+  const at::Tensor rows = logits.reshape({-1, vocab});  // [batch * n, vocab] beside their labels
+  const at::Tensor next = labels.reshape({-1, 1}).to(logits.device());
   std::vector<at::Tensor> log_probs, entropies;
   for (int64_t start = 0; start < rows.size(0); start += chunk_tokens) {
     const int64_t n = std::min(chunk_tokens, rows.size(0) - start);
@@ -51,6 +50,14 @@ TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, d
     return torch::cat(parts).view({batch, scored});
   };
   return {joined(log_probs), with_entropy ? joined(entropies) : at::Tensor()};
+}
+
+TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, double temperature, bool with_entropy,
+                              int64_t chunk_tokens) {
+  check_inputs(logits, ids, temperature);
+  // Position t's logits beside token t + 1.
+  const int64_t scored = std::max<int64_t>(ids.size(1) - 1, 0);
+  return label_log_probs(logits.narrow(1, 0, scored), ids.narrow(1, 1, scored), temperature, with_entropy, chunk_tokens);
 }
 
 }  // namespace megacpp::inference

@@ -23,4 +23,9 @@ struct TokenLogProbs {
 TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, double temperature = 1.0,
                               bool with_entropy = true, int64_t chunk_tokens = 1024);
 
+// The same without the shift: `logits` [batch, n, vocab] at the positions that score `labels`
+// [batch, n] (a Ulysses rank's slice of each sequence, whose labels start in the next slice).
+TokenLogProbs label_log_probs(const at::Tensor& logits, const at::Tensor& labels, double temperature = 1.0,
+                              bool with_entropy = true, int64_t chunk_tokens = 1024);
+
 }  // namespace megacpp::inference

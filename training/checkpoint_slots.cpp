@@ -17,11 +17,11 @@ namespace megacpp::training {
 
 using io::checkpoint::flat_key;
 
-std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW& optimizer,
+std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW* optimizer,
                                    const parallel::DeviceMesh& mesh, int rank) {
   std::unordered_map<const c10::TensorImpl*, size_t> group_of;
-  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-    for (const auto& p : optimizer.param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
+  for (size_t g = 0; optimizer && g < optimizer->param_groups().size(); ++g) {
+    for (const auto& p : optimizer->param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
   }
   std::vector<ParamSlot> slots;
   std::unordered_set<const c10::TensorImpl*> seen;

@@ -37,8 +37,9 @@ struct ParamSlot {
   bool adapter = false;    // a LoRA adapter's (models::is_lora_parameter)
 };
 
-// Every parameter of `model` once, in named_parameters order.
-std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW& optimizer,
+// Every parameter of `model` once, in named_parameters order; none trainable without an
+// `optimizer` (a forward-only run).
+std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW* optimizer,
                                    const parallel::DeviceMesh& mesh, int rank);
 
 // The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.

@@ -14,9 +14,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "models/kernels/fusion.h"
-#include "settings/fsdp2_config_from_args.h"
-#include "settings/parallelism.h"
 #include "io/data/dataset_builder.h"
 #include "megacpp/logging.h"
 #include "io/checkpoint/layout.h"
@@ -31,16 +28,14 @@
 #include "training/evaluation_loss.h"
 #include "training/log_lines.h"
 #include "training/memory_estimate.h"
+#include "training/model_setup.h"
 #include "training/loss_scaler.h"
 #include "training/lr_schedule.h"
 #include "training/optimizer.h"
 #include "training/parameter_dump.h"
 #include "training/step_health.h"
 #include "training/training_data.h"
-#include "models/parallelize.h"
-#include "models/registry.h"
 #include "parallel/collectives.h"
-#include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -124,36 +119,15 @@ class TrainingRun {
   // Checks that need the launch environment or the FSDP2 YAML; the flags alone were checked by
   // parse_arguments.
   void validate_configuration() {
-    env_ = parallel::read_launch_environment();
-    setup_logging(env_.rank);
-    if (env_.world_size > 1 && !args_.use_torch_fsdp2) {  // Megatron's plain data parallelism, as FSDP2
-      args_.use_torch_fsdp2 = true;
-      args_.notes.push_back("data parallelism on " + std::to_string(env_.world_size) +
-                            " ranks without --use-torch-fsdp2: megacpp's data parallelism is FSDP2 (the model one group, "
-                            "its parameters, gradients and optimizer state sharded); the same updates as Megatron's DDP");
-    }
-    fsdp_config_ = settings::fsdp2_config_from_args(args_);
-    dims_ = settings::parallel_dims(args_, fsdp_config_, env_.world_size);
+    setup_ = read_process_layout(args_);
   }
 
   // The runtime, the device mesh and the batch arithmetic.
   void start_processes() {
-    parallel::RuntimeOptions options;
-    options.timeout = std::chrono::minutes(args_.distributed_timeout_minutes);
-    runtime_ = parallel::DistributedRuntime::initialize(env_, options);
-    device_ = runtime_->device();
-    if (!parallel::compat::kCpuHalfMatmul && device_.is_cpu() && fsdp_config_.sharding.param_dtype == c10::kHalf) {
-      throw std::invalid_argument(std::string(args_.fp16 ? "--fp16" : "param_dtype fp16") +
-                                  " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
-                                  "bf16, or build megacpp against PyTorch 2.x");
-    }
-    if (fsdp_config_.sharding.offload_to_cpu && !device_.is_cuda()) {
-      throw std::invalid_argument("offload_to_cpu / offload_policy in " + args_.fsdp2_config_path +
-                                  ": CPU offload needs a CUDA device; this run computes on " + device_.str() +
-                                  ", where the shards are in host memory already (remove the key)");
-    }
-    mesh_ = std::make_unique<parallel::DeviceMesh>(args_.use_torch_fsdp2 ? parallel::DeviceMesh::build(*runtime_, dims_)
-                                                                         : parallel::DeviceMesh::single());
+    training::start_processes(setup_, args_);
+    runtime_ = setup_.runtime;
+    device_ = setup_.device;
+    mesh_ = setup_.mesh.get();
     const int dp_size = mesh_->data_parallel_size();
     accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
@@ -168,7 +142,7 @@ class TrainingRun {
 
   // Note [Memory estimate]: before any of the model is allocated.
   void estimate_memory() {
-    memory_need_ = estimate_memory_need(args_, dims_);
+    memory_need_ = estimate_memory_need(args_, setup_.dims);
     if (!device_.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
     if (auto limit = host_memory_limit()) refuse_what_cannot_fit(memory_need_, *limit, model_size_flags(args_));
   }
@@ -181,32 +155,11 @@ class TrainingRun {
                                                     args_.num_workers, DocumentBoundaries::of(args_));
   }
 
-  void build_model() {
-    torch::manual_seed(args_.seed);
-    const c10::Device where = args_.init_model_with_meta_device ? c10::Device(c10::kMeta) : device_;
-    model_ = models::create_model(*args_.model, torch::TensorOptions().dtype(torch::kFloat).device(where));
-    if ((args_.reset_position_ids || args_.reset_attention_mask) && !model_->takes_packed_documents()) {
-      throw std::invalid_argument(std::string(args_.reset_position_ids ? "--reset-position-ids" : "--reset-attention-mask") +
-                                  ": the " + args_.model_type + " model does not take document boundaries "
-                                  "(LanguageModel::takes_packed_documents, Note [Packed documents])");
-    }
-    if (args_.loss_chunk_size > 0) {
-      if (!model_->takes_labels()) {
-        throw std::invalid_argument("--loss-compute-mode chunk: the " + args_.model_type + " model computes its logits whole "
-                                    "(LanguageModel::takes_labels, Note [Chunked loss])");
-      }
-      model_->set_loss_chunk_size(args_.loss_chunk_size);
-    }
-  }
+  void build_model() { model_ = training::build_model(args_, device_); }
 
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
   // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
-  void parallelize_model() {
-    models::ParallelizeSettings settings = settings::parallelize_settings(args_, fsdp_config_);
-    settings.device = device_;
-    if (!args_.no_initialization) settings.initialize = [this] { model_->init_weights(args_.init_method_std, args_.seed); };
-    models::parallelize(*model_, *mesh_, settings);
-  }
+  void parallelize_model() { training::parallelize_model(*model_, setup_, args_, !args_.no_initialization); }
 
   void build_optimizer() {
     std::unordered_set<const c10::TensorImpl*> seen;  // each tensor once, even if several modules share it
@@ -394,12 +347,11 @@ class TrainingRun {
   const Clock::time_point started_ = Clock::now();
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   MemoryNeed memory_need_;  // Note [Memory estimate]
-  parallel::LaunchEnvironment env_;
-  settings::FSDP2Config fsdp_config_;
-  parallel::ParallelDims dims_;  // resolved from the flags and the YAML before any process group exists
+  ProcessSetup setup_;  // the launch environment, the FSDP2 config and dimensions, the runtime and mesh
+  const settings::FSDP2Config& fsdp_config_ = setup_.fsdp_config;
   std::shared_ptr<parallel::DistributedRuntime> runtime_;
   c10::Device device_ = c10::Device(c10::kCPU);
-  std::unique_ptr<parallel::DeviceMesh> mesh_;  // fully_shard keeps a pointer: never moved
+  parallel::DeviceMesh* mesh_ = nullptr;  // setup_'s
   int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
   std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
   int64_t first_consumed_ = 0;                   // training samples consumed when this run started
@@ -426,8 +378,7 @@ class TrainingRun {
 }  // namespace
 
 int run_training(const settings::TrainingArguments& args, const char* program) {
-  const bool fused = args.kernel_fusion;
-  models::kernels::set_kernel_fusion({fused, fused && args.rope_fusion, fused && args.swiglu_fusion, fused, fused});
+  use_kernel_fusion(args);
   TrainingRun run(args);
   try {
     return run.run();

@@ -128,6 +128,10 @@ FSDPState& fully_shard(Module& module, const DeviceMesh& mesh, const FullyShardO
 
 FSDPState* fsdp_state(const Module& module) { return module.attachment<FSDPState>(); }
 
+void reshard(Module& module) {
+  if (FSDPParamGroup* group = state_or_throw(module, "reshard").group()) group->reshard();
+}
+
 void set_modules_to_forward_prefetch(Module& module, const std::vector<Module*>& modules) {
   state_or_throw(module, "set_modules_to_forward_prefetch")
       .set_forward_prefetch(states_of(modules, "set_modules_to_forward_prefetch"));

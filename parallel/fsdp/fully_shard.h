@@ -34,6 +34,10 @@ void set_requires_gradient_sync(Module& root, bool sync);
 // gradients by `factor` instead of the data-parallel size.
 void set_gradient_divide_factor(Module& root, double factor);
 
+// FSDP2's FSDPModule.reshard(): frees `module`'s gathered parameters now. The root keeps its own
+// after forward (its backward would gather them at once); a forward-only run frees them so.
+void reshard(Module& module);
+
 // The full shape of a parameter, sharded or not.
 std::vector<int64_t> full_shape(const at::Tensor& param);
 

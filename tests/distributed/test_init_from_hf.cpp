@@ -28,23 +28,10 @@ const std::string kRun =
     "--mock-data --tokenizer-type NullTokenizer --vocab-size 40 --seed 5 --seq-length 16 --micro-batch-size 1 "
     "--global-batch-size 8 --log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 2";
 
-// A Qwen2-style model (q/k/v biases, untied) with drawn norms and biases, as an HF folder of
-// several shards (~40 KB each).
-models::LlamaConfig write_qwen2_folder(const std::string& dir) {
-  models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/false);
-  config.add_qkv_bias = true;
-  models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
-  model.init_weights(0.2, 7);
-  testing::draw_norms_and_biases(model, 11);
-  fs::create_directories(dir);
-  testing::write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(model), 40000);
-  return config;
-}
-
 TEST(InitFromHf, FirstLossOfEveryLayoutIsTheImportedCheckpointsAndTheFolderComesBack) {
   const std::string dir = testing::scratch_dir();
   const std::string hf = dir + "/qwen2";
-  write_qwen2_folder(hf);
+  testing::write_qwen2_folder(hf, 40000);  // several shards (~40 KB each)
   ASSERT_TRUE(fs::exists(hf + "/" + io::serialization::kSafetensorsIndexName));
 
   auto imported = testing::convert("import --input " + hf + " --save " + dir + "/imported");
@@ -120,7 +107,7 @@ std::string with_config(const std::string& from, const std::string& to, const st
 TEST(InitFromHf, RefusesFlagsOfAnotherModelAndBrokenFoldersByName) {
   const std::string dir = testing::scratch_dir();
   const std::string hf = dir + "/qwen2";
-  write_qwen2_folder(hf);
+  testing::write_qwen2_folder(hf, 40000);  // several shards (~40 KB each)
   const std::string config = hf + "/config.json";
   expect_refused(hf, "--hidden-size 64 --qk-layernorm",
                  {"the model flags describe another model than " + config, "--hidden-size: 64 by the flags given, 32 in " + config,

@@ -31,7 +31,7 @@ widened exactly; the arithmetic runs in --dtype (float64 by default, so the resu
 math to ~1e-12; float32 is what HF computes for an fp32 model).
 
 Usage: hf_forward.py HF_DIR --tokens 1,2,3 [--tokens 4,5,6 ...] [--out FILE] [--dtype float32|float64]
-                      [--load-balancing-loss-out FILE] [--peft ADAPTER_DIR]
+                      [--load-balancing-loss-out FILE] [--peft ADAPTER_DIR] [--log-probs-out FILE]
 With --peft, the model runs with PEFT's LoRA adapters (peft/tuners/lora/layer.py, Linear.forward):
 every nn.Linear that target_modules names (PEFT's rule: the module's name or a suffix after a dot;
 a string is a regular expression of the whole name) computes x W^T + (x A^T) B^T * lora_alpha / r;
@@ -39,7 +39,9 @@ a named module without an adapter, or an adapter no named module uses, is refuse
 Every --tokens is one sequence of the batch (all the same length). The logits [batch, seq, vocab]
 are written to FILE (.npy: numpy.save; any other name: raw little-endian float32, C order), or
 printed as JSON when there is no --out; the load-balancing loss (Qwen3-MoE) to the other FILE as
-text. Refuses, naming the key, a config whose features this
+text; with --log-probs-out, each sequence's next-token log-probabilities (verl's logprobs_from_logits:
+log_softmax(logits)[t, ids[t + 1]], in float64 from the logits before they are rounded to float32)
+to that FILE as JSON, one list of seq - 1 numbers per sequence. Refuses, naming the key, a config whose features this
 does not implement. Exit status 0 on success; otherwise the reason on stderr and 1.
 """
 import argparse
@@ -280,6 +282,13 @@ def forward(cfg, weights, ids, dtype, router_logits, peft=None, embeds=None):
     return logits
 
 
+def next_token_log_probs(logits, ids):
+    """log p(ids[b, t + 1] | ids[b, :t + 1]) [batch, seq - 1]: a log-softmax over the vocabulary."""
+    shifted = logits[:, :-1, :] - logits[:, :-1, :].max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return np.take_along_axis(log_p, ids[:, 1:, None], axis=-1)[..., 0]
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("hf_dir")
@@ -288,6 +297,7 @@ def main(argv):
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     parser.add_argument("--load-balancing-loss-out")
     parser.add_argument("--peft", help="a PEFT LoRA adapter folder to run the model with")
+    parser.add_argument("--log-probs-out", help="write each sequence's next-token log-probabilities here (JSON)")
     args = parser.parse_args(argv[1:])
     try:
         rows = [[int(t) for t in text.split(",")] for text in args.tokens]
@@ -300,7 +310,11 @@ def main(argv):
             raise ModelError(f"token ids must be in [0, {vocab})")
         cfg, router_logits = read_config(args.hf_dir), []
         peft = read_peft(args.peft) if args.peft else None
-        logits = forward(cfg, weights, ids, np.dtype(args.dtype), router_logits, peft).astype(np.float32)
+        exact = forward(cfg, weights, ids, np.dtype(args.dtype), router_logits, peft).astype(np.float64)
+        logits = exact.astype(np.float32)
+        if args.log_probs_out is not None:
+            with open(args.log_probs_out, "w") as f:
+                json.dump(next_token_log_probs(exact, ids).tolist(), f)
         if args.load_balancing_loss_out is not None:
             if not router_logits:
                 raise ModelError("--load-balancing-loss-out: the model has no sparse (MoE) layer")

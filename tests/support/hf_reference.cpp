@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -12,10 +13,12 @@
 #include "checkpoint/lora_export.h"
 #include "checkpoint/tensor_convert.h"
 #include "io/serialization/safetensors.h"
+#include "models/llama/llama_model.h"
 #include "models/lora.h"
 #include "models/registry.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "tests/support/command.h"
+#include "tests/support/tiny_llama.h"
 
 namespace megacpp::testing {
 
@@ -69,6 +72,16 @@ at::Tensor token_ids(const std::vector<std::vector<int64_t>>& tokens) {
   std::vector<at::Tensor> rows;
   for (const auto& row : tokens) rows.push_back(torch::tensor(row));
   return torch::stack(rows);
+}
+
+void write_qwen2_folder(const std::string& dir, uint64_t max_shard_bytes) {
+  models::LlamaConfig config = tiny_llama(/*tied=*/false, /*qwen3=*/false);
+  config.add_qkv_bias = true;
+  models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
+  model.init_weights(0.2, 7);
+  draw_norms_and_biases(model, 11);
+  std::filesystem::create_directories(dir);
+  write_hf_folder(dir, config, parallel::fsdp::gather_full_parameters(model), max_shard_bytes);
 }
 
 const std::vector<std::vector<int64_t>>& reference_tokens() {

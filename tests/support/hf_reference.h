@@ -38,6 +38,11 @@ void draw_norms_and_biases(torch::nn::Module& model, uint64_t seed);
 void write_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::map<std::string, at::Tensor>& full_params,
                      uint64_t max_shard_bytes);
 
+// A Qwen2-style tiny model (testing::tiny_llama untied, with q/k/v biases), seeded, its norms
+// and biases drawn, written as a Hugging Face folder at `dir` (created), in shards of at most
+// `max_shard_bytes`.
+void write_qwen2_folder(const std::string& dir, uint64_t max_shard_bytes);
+
 // Two sequences of 12 token ids below 50, for comparing logits.
 const std::vector<std::vector<int64_t>>& reference_tokens();
 // `tokens` (rows of equal length) as an int64 tensor [batch, seq], a model's input.
