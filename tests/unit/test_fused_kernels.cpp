@@ -195,8 +195,21 @@ TEST(FusedKernels, BlockedAttentionIsTheCompositionWithPackedDocumentsAndWindows
             [&](const auto& in) { return models::kernels::fused_causal_attention(in[0], in[1], in[2], docs, window); }, {q, k, v}, 11);
         const auto composed =
             value_and_gradients([&](const auto& in) { return composed_attention(in[0], in[1], in[2], docs, window); }, {q, k, v}, 11);
-        expect_same_pass(fused, composed, type,
-                         std::string("attention") + (packed_documents ? ", packed documents" : "") + (window ? ", window 70" : ""));
+        const std::string what = std::string("attention") + (packed_documents ? ", packed documents" : "") + (window ? ", window 70" : "");
+        if (type == torch::kFloat) {
+          expect_same_pass(fused, composed, type, what);
+          continue;
+        }
+        // bf16: each rounds differently (libtorch's bf16 matmul accumulates differently on AVX2 and
+        // AVX-512 CPUs), so both are held to the exact result from the same bf16 inputs, and the
+        // fused kernel may be off by at most the composition's error plus the bf16 tolerance.
+        const auto exact = value_and_gradients([&](const auto& in) { return composed_attention(in[0], in[1], in[2], docs, window); },
+                                               {q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble)}, 11);
+        for (size_t i = 0; i < exact.size(); ++i) {
+          auto error = [&](const at::Tensor& t) { return (t.to(torch::kDouble) - exact[i]).abs().max().item<double>(); };
+          const double scale = std::max(1.0, exact[i].abs().max().item<double>());
+          EXPECT_LE(error(fused[i]), error(composed[i]) + tolerance(type) * scale) << what << ": output or gradient " << i;
+        }
       }
     }
   }
