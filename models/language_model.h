@@ -48,6 +48,9 @@ class LanguageModel : public parallel::Module, public FSDP2Mixin, public WeightI
   virtual double flops_per_token(int64_t seq_length) const = 0;
   // Whether forward_tensors takes kPositionIds and kDocumentIds (Note [Packed documents]).
   virtual bool takes_packed_documents() const { return false; }
+  // Whether forward_tensors keeps and reads a KvCacheScope's cache (Note [KV cache] in
+  // models/layers/kv_cache.h), given the new tokens' kPositionIds.
+  virtual bool takes_kv_cache() const { return false; }
   // Whether forward_tensors takes kLabels and kLossMask (--loss-compute-mode chunk).
   virtual bool takes_labels() const { return false; }
   // --loss-chunk-size with --loss-compute-mode chunk (0: the trainer passes no labels).

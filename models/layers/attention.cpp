@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "models/layers/kv_cache.h"
 
 namespace megacpp::models {
 
@@ -37,14 +38,23 @@ parallel::Module::Tensors Attention::forward_tensors(const Tensors& inputs) {
     at::Tensor heads = x.view({batch, seq, -1, head_dim_});
     return (norm ? (*norm)(heads) : heads).transpose(1, 2);
   };
-  at::Tensor q = rotary_.apply(split_heads(q_flat, q_norm_), positions);
-  at::Tensor k = rotary_.apply(split_heads(k_flat, k_norm_), positions);
+  KvCache* cache = KvCacheScope::active();  // Note [KV cache]
+  TORCH_CHECK(!cache || positions.defined(), "Attention with a KV cache needs the new tokens' position ids");
+  const int64_t table = cache ? cache->length() : 0;
+  at::Tensor q = rotary_.apply(split_heads(q_flat, q_norm_), positions, table);
+  at::Tensor k = rotary_.apply(split_heads(k_flat, k_norm_), positions, table);
   at::Tensor v = split_heads(v_flat, nullptr);
+  if (cache) {
+    KvCache::Entry& entry = cache->entry(this);
+    entry.keys = k = entry.keys.defined() ? torch::cat({entry.keys, k}, 2) : k;
+    entry.values = v = entry.values.defined() ? torch::cat({entry.values, v}, 2) : v;
+  }
   if (kv_heads_ != heads_) {  // each key/value head serves heads/kv_heads query heads
     k = k.repeat_interleave(heads_ / kv_heads_, 1);
     v = v.repeat_interleave(heads_ / kv_heads_, 1);
   }
-  at::Tensor out = (*core_attention_)({q, k, v, documents})[0];  // [b, heads, s, d]
+  at::Tensor out = cache ? cached_attention(q, k, v, cache->documents(), core_attention_->sliding_window())
+                         : (*core_attention_)({q, k, v, documents})[0];  // [b, heads, s, d]
   return {(*o_proj_)(out.transpose(1, 2).reshape({batch, seq, -1}))};
 }
 

@@ -17,6 +17,7 @@ namespace megacpp::models {
 class CoreAttention : public parallel::Module {
  public:
   explicit CoreAttention(double dropout = 0.0, int64_t sliding_window = 0);
+  int64_t sliding_window() const { return sliding_window_; }
 
  protected:
   Tensors forward_tensors(const Tensors& qkv) override;  // {q, k, v, documents?} -> {[batch, heads, seq, head_dim]}

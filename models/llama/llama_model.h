@@ -48,6 +48,7 @@ class LlamaModel : public LanguageModel {
   bool takes_inputs_embeds() const override { return true; }
   double flops_per_token(int64_t seq_length) const override { return config_.flops_per_token(seq_length); }
   bool takes_packed_documents() const override { return true; }
+  bool takes_kv_cache() const override { return true; }  // its layers are models::Attention
   bool takes_labels() const override { return true; }
 
   // Hugging Face's class names: each layers.N is a LlamaDecoderLayer (MistralDecoderLayer with a
