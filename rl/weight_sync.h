@@ -1,0 +1,33 @@
+// Note [Weight sync]
+// After each training step the rollout's model must generate with the weights just trained.
+// verl's hybrid engine (actor and rollout in the same processes, "colocated") syncs them so:
+// each full tensor is gathered from the FSDP2 shards one parameter at a time and loaded into the
+// rollout's copy of the model by name (vLLM's load_weights([(name, tensor)])), so no rank holds
+// the trained model gathered whole beside its shard, only the rollout's copy and one gathered
+// parameter. Names and shapes are checked for every parameter before anything is gathered, so a
+// mismatched rollout model is refused with nothing half-copied.
+#pragma once
+
+#include <cstdint>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace megacpp::rl {
+
+struct WeightSyncStats {
+  int64_t tensors = 0;
+  int64_t bytes = 0;               // of the full tensors loaded into the rollout model
+  int64_t largest_gathered = 0;    // bytes of the largest tensor held gathered at once
+  double seconds = 0;
+};
+
+// Loads `trainer`'s full parameters (sharded by FSDP2 or not) into `rollout`'s (an unsharded
+// model of the same family and shape, on any device, any floating dtype), by name. Collective
+// over each sharded parameter's shard group: every rank of the trainer's mesh calls it. Throws
+// std::invalid_argument naming the first parameter missing from either side or of another
+// shape, before any is copied.
+WeightSyncStats sync_colocated_weights(torch::nn::Module& trainer, torch::nn::Module& rollout);
+
+}  // namespace megacpp::rl
