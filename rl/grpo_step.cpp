@@ -1,0 +1,108 @@
+#include "rl/grpo_step.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "inference/sequence_log_probs.h"
+#include "parallel/collectives.h"
+#include "parallel/fsdp/grad_norm.h"
+
+namespace megacpp::rl {
+namespace {
+
+struct Rollouts {
+  std::vector<std::vector<int64_t>> prompts;  // each prompt once per response
+  std::vector<inference::Generation> responses;
+  std::vector<int64_t> groups;  // the prompt each response answers
+};
+
+Rollouts sample(models::LanguageModel& rollout, const std::vector<std::vector<int64_t>>& prompts, const GrpoSettings& s) {
+  Rollouts r;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (int64_t k = 0; k < s.responses_per_prompt; ++k) {
+      r.prompts.push_back(prompts[p]);
+      r.groups.push_back(static_cast<int64_t>(p));
+    }
+  }
+  r.responses = inference::generate(rollout, r.prompts, s.sampling);
+  return r;
+}
+
+at::Tensor scores_of(const Rollouts& r, const RewardFunction& reward) {
+  std::vector<double> scores;
+  for (size_t i = 0; i < r.responses.size(); ++i) {
+    try {
+      scores.push_back(reward(r.prompts[i], r.responses[i].tokens));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("the reward function failed on prompt " + std::to_string(r.groups[i]) + " of this rank: " + e.what());
+    }
+  }
+  return torch::tensor(scores, torch::kDouble);
+}
+
+// Prompt and response of each, right-padded, and where the response's tokens are scored.
+RolloutBatch batch_of(const Rollouts& r, at::Tensor& lengths) {
+  const auto n = static_cast<int64_t>(r.responses.size());
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i) longest = std::max<int64_t>(longest, r.prompts[i].size() + r.responses[i].tokens.size());
+  RolloutBatch b;
+  b.ids = torch::zeros({n, longest}, torch::kLong);
+  b.response_mask = torch::zeros({n, longest - 1});
+  lengths = torch::empty({n}, torch::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> row = r.prompts[i];
+    row.insert(row.end(), r.responses[i].tokens.begin(), r.responses[i].tokens.end());
+    const auto length = static_cast<int64_t>(row.size()), prompt = static_cast<int64_t>(r.prompts[i].size());
+    b.ids[i].narrow(0, 0, length).copy_(torch::tensor(row, torch::kLong));
+    b.response_mask[i].narrow(0, prompt - 1, length - prompt).fill_(1);  // position t scores token t + 1
+    lengths[i] = length;
+  }
+  return b;
+}
+
+}  // namespace
+
+GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, models::LanguageModel& rollout,
+                        models::LanguageModel* reference, const std::vector<std::vector<int64_t>>& prompts,
+                        const RewardFunction& reward, const GrpoSettings& s, const parallel::DeviceMesh& mesh,
+                        const parallel::Group& world) {
+  if (prompts.empty() || s.responses_per_prompt <= 0) throw std::invalid_argument("grpo: no prompts or no responses per prompt");
+  const Rollouts rollouts = sample(rollout, prompts, s);
+  const at::Tensor scores = scores_of(rollouts, reward);
+  at::Tensor lengths;
+  RolloutBatch batch = batch_of(rollouts, lengths);
+  batch.advantages = group_advantages(scores.to(torch::kFloat), rollouts.groups, s.divide_by_std);
+  inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
+                                     s.update.device, world, mesh.ulysses()};
+  batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
+  if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
+  optimizer.zero_grad();
+  GrpoStepStats stats;
+  stats.update = actor_backward(actor, batch, s.update);
+  std::vector<at::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  for (auto& p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // unused on this rank: the norm and step still count it
+  }
+  if (s.clip_grad > 0) {
+    const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
+    parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
+  }
+  optimizer.step();
+  stats.sync = sync_colocated_weights(actor, rollout);
+  double generated = 0;
+  for (const auto& g : rollouts.responses) generated += static_cast<double>(g.tokens.size());
+  auto mean = [&](double value) { return parallel::average_over_ranks(world, value, s.update.device); };
+  stats.reward = mean(scores.mean().item<double>());
+  stats.response_length = mean(generated / static_cast<double>(rollouts.responses.size()));
+  stats.update.policy_loss = mean(stats.update.policy_loss);
+  stats.update.kl = mean(stats.update.kl);
+  stats.update.clip_fraction = mean(stats.update.clip_fraction);
+  stats.update.approx_kl = mean(stats.update.approx_kl);
+  stats.update.entropy = mean(stats.update.entropy);
+  return stats;
+}
+
+}  // namespace megacpp::rl

@@ -1,0 +1,54 @@
+// Note [GRPO step]
+// One step of GRPO with the rollout colocated with the actor (verl's hybrid engine): each rank
+// samples `responses_per_prompt` responses to each of its prompts with its unsharded rollout copy
+// of the policy (inference::generate), scores each with the reward function, normalizes the
+// scores within each prompt's group (rl::group_advantages: a group never spans ranks), takes the
+// sampling policy's log-probs and the reference's with forward-only passes of the sharded models
+// (inference::sequence_log_probs, ROLL's fsdp2_infer), updates the actor on the response tokens
+// (rl::actor_backward, then the optimizer) and loads the new weights into the rollout copy
+// (rl::sync_colocated_weights). Collective over the actor's mesh: every rank passes as many
+// prompts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "inference/generation.h"
+#include "models/language_model.h"
+#include "parallel/device_mesh.h"
+#include "parallel/group.h"
+#include "rl/actor_update.h"
+#include "rl/weight_sync.h"
+
+namespace megacpp::rl {
+
+// A verifiable reward: the score of `response` (generated tokens, the stop token last when one
+// ended it) to `prompt`. May throw: the step then fails naming the prompt.
+using RewardFunction = std::function<double(const std::vector<int64_t>& prompt, const std::vector<int64_t>& response)>;
+
+struct GrpoSettings {
+  int64_t responses_per_prompt = 4;  // ROLL's num_return_sequences_in_group, verl's rollout.n
+  inference::Sampling sampling;      // the rollout's; its seed is this step's (vary it per step and rank)
+  ActorUpdate update;                // its temperature should be the sampling's
+  bool divide_by_std = true;         // false: Dr. GRPO
+  int64_t infer_batch_size = 16;     // the forward-only passes' (ROLL's infer_batch_size)
+  double clip_grad = 1.0;            // the gradients' global norm at most this (0: no clipping)
+};
+
+struct GrpoStepStats {  // averaged over the ranks
+  double reward = 0, response_length = 0;
+  ActorUpdateStats update;
+  WeightSyncStats sync;  // this rank's
+};
+
+// `reference` may be null (no KL term); `mesh` is the actor's (and the reference's), `world` every
+// rank of it (for the gradient norm's and the statistics' reductions).
+GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, models::LanguageModel& rollout,
+                        models::LanguageModel* reference, const std::vector<std::vector<int64_t>>& prompts,
+                        const RewardFunction& reward, const GrpoSettings& settings, const parallel::DeviceMesh& mesh,
+                        const parallel::Group& world);
+
+}  // namespace megacpp::rl
