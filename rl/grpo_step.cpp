@@ -69,6 +69,13 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
                         const RewardFunction& reward, const GrpoSettings& s, const parallel::DeviceMesh& mesh,
                         const parallel::Group& world) {
   if (prompts.empty() || s.responses_per_prompt <= 0) throw std::invalid_argument("grpo: no prompts or no responses per prompt");
+  if (reference) {
+    try {
+      check_same_model(actor, "actor", *reference, "reference");
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("grpo: the reference is not the actor's model: ") + e.what());
+    }
+  }
   const Rollouts rollouts = sample(rollout, prompts, s);
   const at::Tensor scores = scores_of(rollouts, reward);
   at::Tensor lengths;

@@ -44,7 +44,8 @@ struct GrpoStepStats {  // averaged over the ranks
   WeightSyncStats sync;  // this rank's
 };
 
-// `reference` may be null (no KL term); `mesh` is the actor's (and the reference's), `world` every
+// `reference` may be null (no KL term), else a model of the actor's parameters and shapes (refused
+// naming the first that differs, before anything runs); `mesh` is the actor's (and the reference's), `world` every
 // rank of it (for the gradient norm's and the statistics' reductions).
 GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, models::LanguageModel& rollout,
                         models::LanguageModel* reference, const std::vector<std::vector<int64_t>>& prompts,

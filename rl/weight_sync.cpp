@@ -14,29 +14,31 @@ namespace {
 
 std::string shape_text(c10::IntArrayRef shape) { return c10::str(shape); }
 
-// Every trainer parameter has its rollout twin of the same full shape, and the other way round.
-void check_same_model(torch::nn::Module& trainer, torch::nn::Module& rollout) {
-  const auto targets = rollout.named_parameters(/*recurse=*/true);
-  const auto sources = trainer.named_parameters(/*recurse=*/true);
-  for (const auto& item : sources) {
-    const at::Tensor* target = targets.find(item.key());
-    if (!target) throw std::invalid_argument("weight sync: the rollout model has no parameter " + item.key() + " of the trained one");
-    const std::vector<int64_t> full = parallel::fsdp::full_shape(item.value());
-    if (target->sizes().vec() != full) {
-      throw std::invalid_argument("weight sync: parameter " + item.key() + " is " + shape_text(full) + " in the trained model and " +
-                                  shape_text(target->sizes()) + " in the rollout model");
+}  // namespace
+
+void check_same_model(torch::nn::Module& a, const std::string& a_name, torch::nn::Module& b, const std::string& b_name) {
+  const auto in_a = a.named_parameters(/*recurse=*/true), in_b = b.named_parameters(/*recurse=*/true);
+  for (const auto& item : in_a) {
+    const at::Tensor* twin = in_b.find(item.key());
+    if (!twin) throw std::invalid_argument("the " + b_name + " model has no parameter " + item.key() + " of the " + a_name + " one");
+    const std::vector<int64_t> shape = parallel::fsdp::full_shape(item.value()), twin_shape = parallel::fsdp::full_shape(*twin);
+    if (shape != twin_shape) {
+      throw std::invalid_argument("parameter " + item.key() + " is " + shape_text(shape) + " in the " + a_name + " model and " +
+                                  shape_text(twin_shape) + " in the " + b_name + " model");
     }
   }
-  for (const auto& item : targets) {
-    if (!sources.find(item.key())) throw std::invalid_argument("weight sync: the trained model has no parameter " + item.key() + " of the rollout one");
+  for (const auto& item : in_b) {
+    if (!in_a.find(item.key())) throw std::invalid_argument("the " + a_name + " model has no parameter " + item.key() + " of the " + b_name + " one");
   }
 }
 
-}  // namespace
-
 WeightSyncStats sync_colocated_weights(torch::nn::Module& trainer, torch::nn::Module& rollout) {
   const auto start = std::chrono::steady_clock::now();
-  check_same_model(trainer, rollout);
+  try {
+    check_same_model(trainer, "trained", rollout, "rollout");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("weight sync: ") + e.what());
+  }
   WeightSyncStats stats;
   torch::NoGradGuard no_grad;
   auto targets = rollout.named_parameters(/*recurse=*/true);

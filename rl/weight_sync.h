@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace torch::nn {
 class Module;
@@ -22,6 +23,11 @@ struct WeightSyncStats {
   int64_t largest_gathered = 0;    // bytes of the largest tensor held gathered at once
   double seconds = 0;
 };
+
+// Throws std::invalid_argument naming the first parameter that `a` has and `b` lacks (or the other
+// way round) or whose full shapes (sharded or not) differ; `a_name` and `b_name` say which model
+// is which ("trained", "rollout").
+void check_same_model(torch::nn::Module& a, const std::string& a_name, torch::nn::Module& b, const std::string& b_name);
 
 // Loads `trainer`'s full parameters (sharded by FSDP2 or not) into `rollout`'s (an unsharded
 // model of the same family and shape, on any device, any floating dtype), by name. Collective

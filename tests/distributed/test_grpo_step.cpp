@@ -2,7 +2,8 @@
 // copy and a frozen reference learn, from a verifiable reward alone (the share of response
 // tokens that are token 7), to answer with token 7: the mean reward rises from chance (1/50)
 // to above 0.5 within 30 steps, the reported KL to the reference grows from 0, and the rollout
-// copy keeps the actor's weights. A reward function that throws fails the step naming the prompt.
+// copy keeps the actor's weights. A reward function that throws fails the step naming the prompt;
+// a reference of another shape is refused naming the parameter.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -87,6 +88,16 @@ TEST(GrpoStep, LearnsAVerifiableRewardOnTwoRanks) {
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("the reward function failed on prompt 0 of this rank: no answer to parse"), std::string::npos)
           << e.what();
+    }
+    models::LlamaConfig wider = testing::tiny_llama(false, false);
+    wider.ffn_hidden_size = 48;
+    models::LlamaModel other(wider, torch::TensorOptions().dtype(torch::kFloat));
+    try {
+      rl::grpo_step(*actor, optimizer, rollout, &other, prompts_of(0, rt.rank()), share_of_sevens, s, mesh, rt.world());
+      ADD_FAILURE() << "a reference of another model was not refused";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("the reference is not the actor's model: parameter layers.0.mlp.gate_proj.weight is [40, 32] "
+                                           "in the actor model and [48, 32] in the reference model"), std::string::npos) << e.what();
     }
   });
 }
