@@ -2,7 +2,8 @@
 // Hugging Face folder scores JSON lines of token ids of different lengths on 1 rank without
 // FSDP, with FSDP on 2 and 4 ranks (built on the meta device), HSDP 2x2 and Ulysses on 2 ranks:
 // the same log-probs within 1e-5, and tests/reference/hf_forward.py's (NumPy, transformers' math
-// on the folder) within 1e-4. A checkpoint of the folder's weights (--load) scores the same. Bad
+// on the folder) within 1e-4. A checkpoint of the folder's weights (--load) scores the same, and
+// LoRA adapters from --lora-load over their base from --load score as the adapted model. Bad
 // input is refused naming the line and flag, and an earlier output is left in place.
 #include <gtest/gtest.h>
 
@@ -11,9 +12,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include "tests/support/command.h"
 #include "tests/support/hf_reference.h"
+#include "tests/support/lora_runs.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -120,6 +123,32 @@ TEST(Fsdp2Infer, EveryLayoutScoresAsOneRankAndAsTransformersMath) {
                               dir + "/loaded.jsonl");
   ASSERT_EQ(loaded.result.status, 0) << loaded.result.output;
   expect_close(one.log_probs, loaded.log_probs, 1e-5, "--load of the imported checkpoint");
+}
+
+TEST(Fsdp2Infer, LoraAdaptersOverTheirBaseScoreAsTheAdaptedModel) {
+  const std::string dir = testing::scratch_dir(), input = write_input(dir);
+  const std::string model = testing::kLoraTestModel + "--lr 1e-2 ";
+  const auto base = testing::train(1, model + "--train-iters 2 --save " + dir + "/base");
+  ASSERT_EQ(base.result.status, 0) << base.result.output;
+  const auto adapted = testing::train(1, model + testing::kLoraTestAdapters + " --train-iters 3 --load " + dir + "/base --save " + dir + "/adapters");
+  ASSERT_EQ(adapted.result.status, 0) << adapted.result.output;
+  const std::string flags = "--input " + input + " " + model + testing::kLoraTestAdapters + " --load " + dir + "/base --use-torch-fsdp2";
+  const Scores scores = infer(2, flags + " --lora-load " + dir + "/adapters", dir + "/lora.jsonl");
+  ASSERT_EQ(scores.result.status, 0) << scores.result.output;
+  ASSERT_EQ(scores.log_probs.size(), kSequences.size());
+  for (size_t i = 0; i < kSequences.size(); ++i) {
+    // megacpp's forward of the adapted checkpoint, unsharded (tests/support/hf_reference.h).
+    const at::Tensor logits = testing::checkpoint_logits(dir + "/adapters", {kSequences[i]}, nullptr, dir + "/base")[0].to(torch::kDouble);
+    const at::Tensor log_p = torch::log_softmax(logits, -1);
+    for (size_t t = 0; t + 1 < kSequences[i].size(); ++t) {
+      const double expected = log_p[static_cast<int64_t>(t)][kSequences[i][t + 1]].item<double>();
+      EXPECT_NEAR(scores.log_probs[i][t], expected, 1e-5 * std::max(1.0, std::abs(expected))) << "sequence " << i << ", position " << t;
+    }
+  }
+  const Scores without = infer(1, flags, dir + "/without.jsonl");
+  EXPECT_NE(without.result.status, 0);
+  EXPECT_NE(without.result.output.find("holds no LoRA adapters; give their checkpoint with --lora-load"), std::string::npos)
+      << without.result.output;
 }
 
 TEST(Fsdp2Infer, RefusesBadInputNamingItAndKeepsAnEarlierOutput) {
