@@ -11,7 +11,9 @@ namespace {
 
 std::string shape(const at::Tensor& t) { return c10::str(t.sizes()); }
 
-void check_inputs(const at::Tensor& logits, const at::Tensor& ids, double temperature) {
+// Shapes, dtypes and temperature; with `id_range`, every id inside the vocabulary (a sync: once
+// per call, by label_log_probs, which token_log_probs ends in).
+void check_inputs(const at::Tensor& logits, const at::Tensor& ids, double temperature, bool id_range) {
   if (logits.dim() != 3 || ids.dim() != 2 || logits.size(0) != ids.size(0) || logits.size(1) != ids.size(1)) {
     throw std::invalid_argument("token_log_probs: logits " + shape(logits) + " and ids " + shape(ids) +
                                 " are not [batch, seq, vocab] and [batch, seq] of one batch and length");
@@ -19,7 +21,7 @@ void check_inputs(const at::Tensor& logits, const at::Tensor& ids, double temper
   if (!at::isFloatingType(logits.scalar_type())) throw std::invalid_argument("token_log_probs: logits must be floating point");
   if (ids.scalar_type() != at::kLong) throw std::invalid_argument("token_log_probs: ids must be int64");
   if (!(temperature > 0)) throw std::invalid_argument("token_log_probs: the temperature must be positive, got " + std::to_string(temperature));
-  if (ids.numel() == 0) return;
+  if (!id_range || ids.numel() == 0) return;
   const int64_t low = ids.min().item<int64_t>(), high = ids.max().item<int64_t>();
   if (low < 0 || high >= logits.size(2)) {
     throw std::invalid_argument("token_log_probs: token id " + std::to_string(low < 0 ? low : high) +
@@ -31,7 +33,7 @@ void check_inputs(const at::Tensor& logits, const at::Tensor& ids, double temper
 
 TokenLogProbs label_log_probs(const at::Tensor& logits, const at::Tensor& labels, double temperature, bool with_entropy,
                               int64_t chunk_tokens) {
-  check_inputs(logits, labels, temperature);
+  check_inputs(logits, labels, temperature, /*id_range=*/true);
   if (chunk_tokens <= 0) throw std::invalid_argument("token_log_probs: chunk_tokens must be positive");
   const int64_t batch = labels.size(0), scored = labels.size(1), vocab = logits.size(2);
   const at::Tensor rows = logits.reshape({-1, vocab});  // [batch * n, vocab] beside their labels
@@ -54,7 +56,7 @@ TokenLogProbs label_log_probs(const at::Tensor& logits, const at::Tensor& labels
 
 TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, double temperature, bool with_entropy,
                               int64_t chunk_tokens) {
-  check_inputs(logits, ids, temperature);
+  check_inputs(logits, ids, temperature, /*id_range=*/false);  // label_log_probs checks the scored ids
   // Position t's logits beside token t + 1.
   const int64_t scored = std::max<int64_t>(ids.size(1) - 1, 0);
   return label_log_probs(logits.narrow(1, 0, scored), ids.narrow(1, 1, scored), temperature, with_entropy, chunk_tokens);

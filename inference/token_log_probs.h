@@ -18,8 +18,8 @@ struct TokenLogProbs {
 
 // From `logits` [batch, seq, vocab] (any floating dtype) and `ids` [batch, seq] int64, in fp32,
 // `chunk_tokens` positions at a time so that no fp32 copy of all the logits exists at once.
-// Differentiable in the logits. Throws std::invalid_argument naming the shapes or the token id
-// outside the vocabulary.
+// Differentiable in the logits. Throws std::invalid_argument naming the shapes or a scored token
+// id (ids[:, 1:]) outside the vocabulary.
 TokenLogProbs token_log_probs(const at::Tensor& logits, const at::Tensor& ids, double temperature = 1.0,
                               bool with_entropy = true, int64_t chunk_tokens = 1024);
 
