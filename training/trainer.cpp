@@ -61,7 +61,7 @@ class TrainingRun {
     heartbeat_.beat("starting: rendezvous, data and model");
     validate_configuration();
     start_processes();
-    if (runtime_->rank() == 0) {  // first, as Megatron prints it
+    if (setup_.runtime->rank() == 0) {  // first, as Megatron prints it
       std::printf("%s\n", arguments_block(args_.flag_values).c_str());
       std::fflush(stdout);
     }
@@ -125,10 +125,7 @@ class TrainingRun {
   // The runtime, the device mesh and the batch arithmetic.
   void start_processes() {
     training::start_processes(setup_, args_);
-    runtime_ = setup_.runtime;
-    device_ = setup_.device;
-    mesh_ = setup_.mesh.get();
-    const int dp_size = mesh_->data_parallel_size();
+    const int dp_size = setup_.mesh->data_parallel_size();
     accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
     batches_ = std::make_unique<BatchRampup>(args_, global_batch_, args_.micro_batch_size * dp_size);
@@ -137,25 +134,25 @@ class TrainingRun {
     } else if (args_.train_samples > 0) {
       args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
     }
-    slice_ = {args_.micro_batch_size, mesh_->data_parallel_rank(), dp_size, mesh_->ulysses().size()};
+    slice_ = {args_.micro_batch_size, setup_.mesh->data_parallel_rank(), dp_size, setup_.mesh->ulysses().size()};
   }
 
   // Note [Memory estimate]: before any of the model is allocated.
   void estimate_memory() {
     memory_need_ = estimate_memory_need(args_, setup_.dims);
-    if (!device_.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
+    if (!setup_.device.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
     if (auto limit = host_memory_limit()) refuse_what_cannot_fit(memory_need_, *limit, model_size_flags(args_));
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
   void build_data() {
     const int64_t ramp_samples = batches_->ramps() ? batches_->samples_for_iterations(args_.train_iters) : 0;
-    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/runtime_->rank() == 0, ramp_samples);
+    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/setup_.runtime->rank() == 0, ramp_samples);
     prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, *batches_, args_.tokenizer_vocab_size,
                                                     args_.num_workers, DocumentBoundaries::of(args_));
   }
 
-  void build_model() { model_ = training::build_model(args_, device_); }
+  void build_model() { model_ = training::build_model(args_, setup_.device); }
 
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
   // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
@@ -176,8 +173,8 @@ class TrainingRun {
 
   void load_checkpoint() {
     heartbeat_.beat("loading the checkpoint");
-    checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *runtime_, *mesh_,
-                                                           fsdp_config_.async_save_ckpt);
+    checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
+                                                           setup_.fsdp_config.async_save_ckpt);
     progress_ = checkpointer_->load(*model_, *optimizer_);
     if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
     // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
@@ -193,12 +190,12 @@ class TrainingRun {
     spdlog::info("megacpp-train | model {}: {} parameters, {:.3e} training FLOPs/token, vocabulary {} ({} padded to {}) | "
                  "{} ranks, {} | device {}",
                  args_.model_type, parameter_count_, flops_per_token_, args_.tokenizer.type, args_.tokenizer_vocab_size,
-                 model_->vocab_size(), runtime_->world_size(),
-                 args_.use_torch_fsdp2 ? mesh_->describe() : std::string("no FSDP"), device_.str());
+                 model_->vocab_size(), setup_.runtime->world_size(),
+                 args_.use_torch_fsdp2 ? setup_.mesh->describe() : std::string("no FSDP"), setup_.device.str());
     auto dtype = [](const c10::optional<c10::ScalarType>& t, const char* unset) {
       return t ? std::string(c10::toString(*t)) : std::string(unset);
     };
-    const models::ShardingPolicy& precision = fsdp_config_.sharding;
+    const models::ShardingPolicy& precision = setup_.fsdp_config.sharding;
     spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
                  "| loss Float",
                  dtype(precision.param_dtype, "Float"),
@@ -210,8 +207,9 @@ class TrainingRun {
     for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[io::data::kTrain],
                  data_.samples_needed[io::data::kValid], data_.samples_needed[io::data::kTest], args_.split);
-    log_ = std::make_unique<IterationLog>(args_, RunShape{runtime_->world_size(), runtime_->rank(), flops_per_token_, device_});
-    profiler_ = std::make_unique<IterationProfiler>(args_, runtime_->rank());
+    log_ = std::make_unique<IterationLog>(
+        args_, RunShape{setup_.runtime->world_size(), setup_.runtime->rank(), flops_per_token_, setup_.device});
+    profiler_ = std::make_unique<IterationProfiler>(args_, setup_.runtime->rank());
   }
 
   // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
@@ -223,15 +221,14 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const ForwardBackwardSetup setup{device_,           scaler_.scale(),   args_.use_torch_fsdp2,
-                                     mesh_->ulysses(),  args_.calculate_per_token_loss,
-                                     runtime_->world(), mesh_->data_parallel_size()};
+    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->ulysses(),
+                                     args_.calculate_per_token_loss, setup_.runtime->world(), setup_.mesh->data_parallel_size()};
     const auto pass = forward_backward(*model_, batches, setup,
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
                                        });
     std::vector<models::AuxiliaryLoss> auxiliary = pass.auxiliary;
-    for (auto& a : auxiliary) a.value = parallel::average_over_ranks(runtime_->world(), a.value, device_);
+    for (auto& a : auxiliary) a.value = parallel::average_over_ranks(setup_.runtime->world(), a.value, setup_.device);
     zero_missing_gradients(params_);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
     if (scaler_.enabled()) {
@@ -239,17 +236,17 @@ class TrainingRun {
         if (p.grad().defined()) p.mutable_grad().mul_(1.0 / scaler_.scale());
       }
     }
-    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *mesh_, device_);
+    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *setup_.mesh, setup_.device);
     const StepHealth health =
-        gather_step_health(runtime_->world(), pass.mean_loss, grad_norm.local_finite, device_);
+        gather_step_health(setup_.runtime->world(), pass.mean_loss, grad_norm.local_finite, setup_.device);
     if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
     if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
     clip_gradients(*optimizer_, params_, args_.clip_grad, grad_norm.total);
-    if (args_.empty_unused_memory_level >= 1) release_unused_memory(device_);  // Megatron: after forward and backward
+    if (args_.empty_unused_memory_level >= 1) release_unused_memory(setup_.device);  // Megatron: after forward and backward
     optimizer_->step();
-    if (args_.empty_unused_memory_level >= 2) release_unused_memory(device_);  // and after the step
+    if (args_.empty_unused_memory_level >= 2) release_unused_memory(setup_.device);  // and after the step
     progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
     progress_.iteration += 1;
     if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
@@ -276,14 +273,14 @@ class TrainingRun {
   bool duration_exceeded() {
     if (args_.exit_duration_in_mins <= 0) return false;
     const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60.0;
-    return parallel::average_over_ranks(runtime_->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, device_) > 0;
+    return parallel::average_over_ranks(setup_.runtime->world(), minutes > args_.exit_duration_in_mins ? 1.0 : 0.0, setup_.device) > 0;
   }
 
   // Megatron's evaluate(): --eval-iters global batches from `consumed` on, no gradients, the
   // loss averaged over micro-batches and ranks (with --calculate-per-token-loss, summed over all
   // their labels and divided by their count); logged as Megatron's validation block.
   void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    EvaluationLoss total(args_.calculate_per_token_loss, mesh_->ulysses());
+    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->ulysses());
     {
       torch::NoGradGuard no_grad;
       model_->eval();  // no dropout
@@ -291,13 +288,13 @@ class TrainingRun {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < accumulation_; ++m) {
           total.add(*model_, load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
-                                              args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(device_));
+                                              args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(setup_.device));
         }
       }
       model_->train();
     }
-    const double loss = total.value(runtime_->world(), device_);
-    if (runtime_->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    const double loss = total.value(setup_.runtime->world(), setup_.device);
+    if (setup_.runtime->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
     if (split == io::data::kValid) {
       if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
       last_validation_ = loss;
@@ -322,15 +319,15 @@ class TrainingRun {
       }
       if (data_.splits[io::data::kTest]) run_validation(io::data::kTest, 0, "the end of training for test data", args_.train_iters);
     }
-    if (!args_.dump_final_params.empty()) dump_parameters(*model_, args_.dump_final_params, runtime_->rank());
+    if (!args_.dump_final_params.empty()) dump_parameters(*model_, args_.dump_final_params, setup_.runtime->rank());
     checkpointer_->finish();
-    runtime_->barrier();
+    setup_.runtime->barrier();
   }
 
   // The line after training (rank 0): iterations, tokens and time of this run, the validation
   // losses, the last checkpoint.
   void log_summary(int64_t first_iteration) {
-    if (runtime_->rank() != 0) return;
+    if (setup_.runtime->rank() != 0) return;
     RunSummary summary;
     summary.last_iteration = progress_.iteration;
     summary.iterations_run = progress_.iteration - first_iteration;
@@ -348,10 +345,6 @@ class TrainingRun {
   Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   MemoryNeed memory_need_;  // Note [Memory estimate]
   ProcessSetup setup_;  // the launch environment, the FSDP2 config and dimensions, the runtime and mesh
-  const settings::FSDP2Config& fsdp_config_ = setup_.fsdp_config;
-  std::shared_ptr<parallel::DistributedRuntime> runtime_;
-  c10::Device device_ = c10::Device(c10::kCPU);
-  parallel::DeviceMesh* mesh_ = nullptr;  // setup_'s
   int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
   std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
   int64_t first_consumed_ = 0;                   // training samples consumed when this run started
