@@ -17,10 +17,12 @@ DeviceMesh DeviceMesh::single() {
 
 namespace {
 
-// Every rank creates every group in the same order; each keeps the one it belongs to.
-Group consecutive_groups(DistributedRuntime& runtime, int group_size) {
+// Every rank creates every group over the first `ranks` ranks in the same order; each keeps the one
+// it belongs to (none beyond them: rank -1).
+Group consecutive_groups(DistributedRuntime& runtime, int ranks, int group_size) {
   Group mine;
-  for (int first = 0; first < runtime.world_size(); first += group_size) {
+  mine.rank = -1;
+  for (int first = 0; first < ranks; first += group_size) {
     std::vector<int> ranks;
     for (int r = first; r < first + group_size; ++r) ranks.push_back(r);
     Group group = runtime.new_group(ranks);
@@ -32,21 +34,25 @@ Group consecutive_groups(DistributedRuntime& runtime, int group_size) {
 }  // namespace
 
 DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, const ParallelDims& dims) {
-  if (dims.world != runtime.world_size()) {
+  if (dims.world > runtime.world_size()) {
     throw std::invalid_argument("a mesh for " + std::to_string(dims.world) + " ranks (" + dims.describe() + ") on a world of " +
                                 std::to_string(runtime.world_size()));
   }
   DeviceMesh mesh;
   mesh.dims_ = dims;
+  const bool member = runtime.rank() < dims.world;
+  Group outside;
+  outside.rank = -1;
+  const Group single = member ? Group::single(runtime.rank()) : outside;
   // A group of its own even when it spans the world: its all-to-alls never queue behind the
   // reduce-scatters FSDP leaves in flight.
-  mesh.ulysses_ = dims.cp == 1 ? Group::single(runtime.rank()) : consecutive_groups(runtime, dims.cp);
+  mesh.ulysses_ = dims.cp == 1 ? single : consecutive_groups(runtime, dims.world, dims.cp);
+  mesh.ddp_ = single;
   if (!dims.is_hsdp()) {
-    mesh.fsdp_ = runtime.world();
-    mesh.ddp_ = Group::single(runtime.rank());
+    mesh.fsdp_ = dims.world == runtime.world_size() ? runtime.world() : consecutive_groups(runtime, dims.world, dims.world);
     return mesh;
   }
-  mesh.fsdp_ = consecutive_groups(runtime, dims.dp_shard);
+  mesh.fsdp_ = consecutive_groups(runtime, dims.world, dims.dp_shard);
   for (int f = 0; f < dims.dp_shard; ++f) {
     std::vector<int> ranks;
     for (int d = 0; d < dims.dp_replicate; ++d) ranks.push_back(d * dims.dp_shard + f);

@@ -21,7 +21,10 @@ class DistributedRuntime;
 
 class DeviceMesh {
  public:
-  // The groups of `dims`, whose world must be the runtime's. Collective: every rank must call it.
+  // The groups of `dims` over the runtime's first dims.world ranks (all of them, or the trainer's
+  // ranks when rollout workers take the rest: Note [Weight sync over a process group]).
+  // Collective: every rank of the runtime must call it; a rank beyond dims.world gets a mesh it
+  // is no member of (contains_me() false).
   static DeviceMesh build(DistributedRuntime& runtime, const ParallelDims& dims);
   // The same with the dimensions resolved against the runtime's world (ParallelDims::resolve).
   static DeviceMesh build(DistributedRuntime& runtime, int fsdp_size, int ulysses_size = 1);
@@ -38,6 +41,7 @@ class DeviceMesh {
   int data_parallel_size() const { return dims_.data_parallel_size(); }
   int data_parallel_rank() const { return (ddp_.rank * fsdp_.size() + fsdp_.rank) / ulysses_.size(); }
   bool is_hsdp() const { return dims_.is_hsdp(); }
+  bool contains_me() const { return fsdp_.contains_me(); }
   std::string describe() const { return dims_.describe(); }
 
  private:

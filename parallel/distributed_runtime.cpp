@@ -113,22 +113,23 @@ std::shared_ptr<DistributedRuntime> DistributedRuntime::initialize(const LaunchE
   return rt;
 }
 
-c10::intrusive_ptr<compat::CommBackend> DistributedRuntime::make_backend(const std::string& prefix,
-                                                                         int rank, int size) {
+c10::intrusive_ptr<compat::CommBackend> DistributedRuntime::make_backend(const std::string& prefix, int rank, int size,
+                                                                         std::chrono::milliseconds timeout) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
 #ifdef USE_C10D_NCCL
   if (device_.is_cuda()) {
     auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-    nccl_options->timeout = options_.timeout;
+    nccl_options->timeout = timeout;
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, nccl_options);
   }
 #endif
-  auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
   gloo_options->devices.push_back(gloo_device(env_.master_addr));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
 }
 
-Group DistributedRuntime::new_group(const std::vector<int>& global_ranks) {
+Group DistributedRuntime::new_group(const std::vector<int>& global_ranks, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = options_.timeout;
   const std::string prefix = "megacpp_group_" + std::to_string(groups_created_++);
   std::vector<int> ranks = global_ranks;
   std::sort(ranks.begin(), ranks.end());
@@ -143,10 +144,10 @@ Group DistributedRuntime::new_group(const std::vector<int>& global_ranks) {
   group.rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
   if (group.contains_me() && ranks.size() > 1) {
     AgreedConnectOptions agreement;
-    agreement.outcome_timeout = 3 * options_.timeout;
+    agreement.outcome_timeout = 3 * timeout;
     agreement.device = device_;
     group.backend = connect_agreed(*store_, prefix, group,
-                                   [&](const std::string& attempt_prefix) { return make_backend(attempt_prefix, group.rank, group.size()); },
+                                   [&](const std::string& attempt_prefix) { return make_backend(attempt_prefix, group.rank, group.size(), timeout); },
                                    agreement);
   }
   return group;

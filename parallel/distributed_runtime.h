@@ -42,16 +42,17 @@ class DistributedRuntime {
   // for a process running alone (no launcher environment).
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
-  // Creates a group over `global_ranks`. Collective: every rank of the job must call it with
-  // the same arguments in the same order, members or not (non-members get rank -1).
-  Group new_group(const std::vector<int>& global_ranks);
+  // Creates a group over `global_ranks` whose collectives fail after `timeout` (the runtime's when
+  // zero). Collective: every rank of the job must call it with the same arguments in the same
+  // order, members or not (non-members get rank -1).
+  Group new_group(const std::vector<int>& global_ranks, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   void barrier();
 
  private:
   DistributedRuntime(LaunchEnvironment env, RuntimeOptions options);
-  c10::intrusive_ptr<compat::CommBackend> make_backend(const std::string& prefix, int rank,
-                                                       int size);
+  c10::intrusive_ptr<compat::CommBackend> make_backend(const std::string& prefix, int rank, int size,
+                                                       std::chrono::milliseconds timeout);
 
   LaunchEnvironment env_;
   RuntimeOptions options_;

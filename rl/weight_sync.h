@@ -21,6 +21,7 @@ struct WeightSyncStats {
   int64_t tensors = 0;
   int64_t bytes = 0;               // of the full tensors loaded into the rollout model
   int64_t largest_gathered = 0;    // bytes of the largest tensor held gathered at once
+  int64_t chunks = 0;              // broadcasts of the weights (separate ranks only)
   double seconds = 0;
 };
 

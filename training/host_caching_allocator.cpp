@@ -96,11 +96,17 @@ class BlockCache {
     return stats_;
   }
 
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_since_reset = stats_.in_use;
+  }
+
  private:
   void use(void* block, size_t size) {
     in_use_.emplace(block, size);
     stats_.in_use += size;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    stats_.peak_since_reset = std::max(stats_.peak_since_reset, stats_.in_use);
   }
 
   // Unmaps the longest-unused free blocks until mapping `size` more keeps the reserved memory
@@ -157,6 +163,7 @@ c10::DeleterFnPtr HostCachingAllocator::raw_deleter() const { return &release; }
 void HostCachingAllocator::copy_data(void* dest, const void* src, size_t count) const { std::memcpy(dest, src, count); }
 void HostCachingAllocator::empty_cache() { cache().empty(); }
 HostCachingAllocator::Stats HostCachingAllocator::stats() const { return cache().stats(); }
+void HostCachingAllocator::reset_peak_stats() { cache().reset_peak(); }
 
 void install_host_caching_allocator() {
   c10::SetCPUAllocator(&HostCachingAllocator::instance(), /*priority=*/1);

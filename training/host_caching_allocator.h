@@ -33,6 +33,7 @@ class HostCachingAllocator final : public c10::Allocator {
 
   struct Stats {
     size_t in_use = 0, reserved = 0, peak_in_use = 0;  // bytes of cached-size blocks
+    size_t peak_since_reset = 0;                        // peak_in_use since reset_peak_stats()
     int64_t maps = 0, hits = 0;                         // blocks mapped, requests served from the cache
   };
 
@@ -49,6 +50,9 @@ class HostCachingAllocator final : public c10::Allocator {
 
   void empty_cache();
   Stats stats() const;
+  // Starts peak_since_reset again from what is in use now (torch.cuda.reset_peak_memory_stats),
+  // to measure one phase's peak; the eviction bound keeps the all-time peak.
+  void reset_peak_stats();
 
  private:
   HostCachingAllocator() = default;

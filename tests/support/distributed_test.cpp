@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -34,16 +35,28 @@ std::string current_test_filter() {
   return std::string(info->test_suite_name()) + "." + info->name();
 }
 
-int call_counter = 0;  // run_on_ranks calls made by the current test process
+// The index of a run_on_ranks call within the current test, which a rank (running that test
+// alone) counts the same way; the count restarts with each test, so that a binary running several
+// tests hands each rank the call of its own test.
+int next_call_of_this_test() {
+  static std::string test;
+  static int calls = 0;
+  if (current_test_filter() != test) {
+    test = current_test_filter();
+    calls = 0;
+  }
+  return calls++;
+}
 
-void run_as_worker(const std::function<void(parallel::DistributedRuntime&)>& body) {
+// `barrier`: all ranks wait for each other at the end (not when some are killed on the way).
+void run_as_worker(const std::function<void(parallel::DistributedRuntime&)>& body, bool barrier) {
   parallel::RuntimeOptions options;
   options.timeout = std::chrono::seconds(60);
   options.rank0_hosts_store = false;
   options.force_cpu = true;
   auto runtime = parallel::DistributedRuntime::initialize(parallel::read_launch_environment(), options);
   body(*runtime);
-  runtime->barrier();
+  if (barrier) runtime->barrier();
 }
 
 pid_t spawn_rank(int rank, int world, int port, int call) {
@@ -66,9 +79,15 @@ pid_t spawn_rank(int rank, int world, int port, int call) {
 }  // namespace
 
 void run_on_ranks(int world_size, const std::function<void(parallel::DistributedRuntime&)>& body) {
-  const int call = call_counter++;
+  run_on_ranks_with_killed(world_size, {}, body);
+}
+
+void run_on_ranks_with_killed(int world_size, const std::vector<int>& killed,
+                              const std::function<void(parallel::DistributedRuntime&)>& body) {
+  const int call = next_call_of_this_test();
+  const auto is_killed = [&](int r) { return std::find(killed.begin(), killed.end(), r) != killed.end(); };
   if (const char* worker_call = std::getenv(kWorkerCall)) {
-    if (std::atoi(worker_call) == call) run_as_worker(body);
+    if (std::atoi(worker_call) == call) run_as_worker(body, killed.empty());
     return;
   }
   auto store = host_store();
@@ -86,7 +105,8 @@ void run_on_ranks(int world_size, const std::function<void(parallel::Distributed
       if (waitpid(pids[r], &s, WNOHANG) == pids[r]) {
         status[r] = s;
         --remaining;
-        if (!(WIFEXITED(s) && WEXITSTATUS(s) == 0)) {  // one failed rank: stop the others
+        const bool expected = is_killed(r) ? WIFSIGNALED(s) && WTERMSIG(s) == SIGKILL : WIFEXITED(s) && WEXITSTATUS(s) == 0;
+        if (!expected) {  // one failed rank: stop the others
           for (int o = 0; o < world_size; ++o) {
             if (status[o] == -1) kill(pids[o], SIGTERM);
           }
@@ -103,8 +123,13 @@ void run_on_ranks(int world_size, const std::function<void(parallel::Distributed
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int r = 0; r < world_size; ++r) {
-    EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)
-        << "rank " << r << " of " << world_size << " failed (wait status " << status[r] << ")";
+    if (is_killed(r)) {
+      EXPECT_TRUE(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL)
+          << "rank " << r << " of " << world_size << " was to be killed (wait status " << status[r] << ")";
+    } else {
+      EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)
+          << "rank " << r << " of " << world_size << " failed (wait status " << status[r] << ")";
+    }
   }
 }
 

@@ -21,6 +21,10 @@
 namespace megacpp::testing {
 
 void run_on_ranks(int world_size, const std::function<void(parallel::DistributedRuntime&)>& body);
+// The same for a test whose body kills the ranks in `killed` (SIGKILL, a rank dying mid-way):
+// their death does not stop the others, which must still exit 0 (and within 180 s).
+void run_on_ranks_with_killed(int world_size, const std::vector<int>& killed,
+                              const std::function<void(parallel::DistributedRuntime&)>& body);
 
 // A unique, empty scratch directory for this test (removed by the OS's /tmp cleaning).
 std::string scratch_dir();
