@@ -18,15 +18,13 @@ struct Rollouts {
   std::vector<int64_t> groups;  // the prompt each response answers
 };
 
-Rollouts sample(models::LanguageModel& rollout, const std::vector<std::vector<int64_t>>& prompts, const GrpoSettings& s) {
+Rollouts sample(RolloutEngine& rollout, const std::vector<std::vector<int64_t>>& prompts, const GrpoSettings& s) {
   Rollouts r;
+  r.prompts = repeat_each(prompts, s.responses_per_prompt);
   for (size_t p = 0; p < prompts.size(); ++p) {
-    for (int64_t k = 0; k < s.responses_per_prompt; ++k) {
-      r.prompts.push_back(prompts[p]);
-      r.groups.push_back(static_cast<int64_t>(p));
-    }
+    for (int64_t k = 0; k < s.responses_per_prompt; ++k) r.groups.push_back(static_cast<int64_t>(p));
   }
-  r.responses = inference::generate(rollout, r.prompts, s.sampling);
+  r.responses = rollout.generate(prompts, s.responses_per_prompt, s.sampling);
   return r;
 }
 
@@ -64,7 +62,7 @@ RolloutBatch batch_of(const Rollouts& r, at::Tensor& lengths) {
 
 }  // namespace
 
-GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, models::LanguageModel& rollout,
+GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, RolloutEngine& rollout,
                         models::LanguageModel* reference, const std::vector<std::vector<int64_t>>& prompts,
                         const RewardFunction& reward, const GrpoSettings& s, const parallel::DeviceMesh& mesh,
                         const parallel::Group& world) {
@@ -98,7 +96,7 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
     parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
   }
   optimizer.step();
-  stats.sync = sync_colocated_weights(actor, rollout);
+  stats.sync = rollout.sync(actor);
   double generated = 0;
   for (const auto& g : rollouts.responses) generated += static_cast<double>(g.tokens.size());
   auto mean = [&](double value) { return parallel::average_over_ranks(world, value, s.update.device); };

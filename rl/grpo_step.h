@@ -1,13 +1,13 @@
 // Note [GRPO step]
-// One step of GRPO with the rollout colocated with the actor (verl's hybrid engine): each rank
-// samples `responses_per_prompt` responses to each of its prompts with its unsharded rollout copy
-// of the policy (inference::generate), scores each with the reward function, normalizes the
-// scores within each prompt's group (rl::group_advantages: a group never spans ranks), takes the
-// sampling policy's log-probs and the reference's with forward-only passes of the sharded models
-// (inference::sequence_log_probs, ROLL's fsdp2_infer), updates the actor on the response tokens
-// (rl::actor_backward, then the optimizer) and loads the new weights into the rollout copy
-// (rl::sync_colocated_weights). Collective over the actor's mesh: every rank passes as many
-// prompts.
+// One step of GRPO: each rank has `responses_per_prompt` responses sampled to each of its prompts
+// by the rollout (rl::RolloutEngine: an unsharded copy of the policy in the actor's processes,
+// verl's hybrid engine, or workers on ranks of their own, Note [Remote rollout]), scores each
+// with the reward function, normalizes the scores within each prompt's group
+// (rl::group_advantages: a group never spans ranks), takes the sampling policy's log-probs and
+// the reference's with forward-only passes of the sharded models (inference::sequence_log_probs,
+// ROLL's fsdp2_infer), updates the actor on the response tokens (rl::actor_backward, then the
+// optimizer) and loads the new weights into the rollout's model (RolloutEngine::sync).
+// Collective over the actor's mesh: every rank passes as many prompts.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/group.h"
 #include "rl/actor_update.h"
+#include "rl/rollout_engine.h"
 #include "rl/weight_sync.h"
 
 namespace megacpp::rl {
@@ -47,7 +48,7 @@ struct GrpoStepStats {  // averaged over the ranks
 // `reference` may be null (no KL term), else a model of the actor's parameters and shapes (refused
 // naming the first that differs, before anything runs); `mesh` is the actor's (and the reference's), `world` every
 // rank of it (for the gradient norm's and the statistics' reductions).
-GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, models::LanguageModel& rollout,
+GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, RolloutEngine& rollout,
                         models::LanguageModel* reference, const std::vector<std::vector<int64_t>>& prompts,
                         const RewardFunction& reward, const GrpoSettings& settings, const parallel::DeviceMesh& mesh,
                         const parallel::Group& world);

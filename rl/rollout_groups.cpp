@@ -18,6 +18,7 @@ RolloutGroups split_rollout_ranks(parallel::DistributedRuntime& runtime, int tra
   for (int r = 0; r < world; ++r) (r < trainer_ranks ? trainers : workers).push_back(r);
   sync.insert(sync.end(), workers.begin(), workers.end());
   RolloutGroups groups;
+  groups.all = runtime.world();
   groups.trainers = runtime.new_group(trainers);
   groups.workers = runtime.new_group(workers);
   groups.sync = runtime.new_group(sync, sync_timeout);

@@ -15,6 +15,7 @@ class DistributedRuntime;
 namespace megacpp::rl {
 
 struct RolloutGroups {
+  parallel::Group all;       // every rank: prompts out, responses back (rl/remote_rollout.h)
   parallel::Group trainers;  // ranks [0, trainer ranks)
   parallel::Group workers;   // the rest
   parallel::Group sync;      // trainer rank 0 (group rank 0, the sender) and the workers

@@ -3,7 +3,9 @@
 // tokens that are token 7), to answer with token 7: the mean reward rises from chance (1/50)
 // to above 0.5 within 30 steps, the reported KL to the reference grows from 0, and the rollout
 // copy keeps the actor's weights. A reward function that throws fails the step naming the prompt;
-// a reference of another shape is refused naming the parameter.
+// a reference of another shape is refused naming the parameter. With the rollout on workers of
+// its own (Note [Remote rollout]) greedy responses are those of the actor's weights, the actor
+// learns as well, and a prompt beyond the context fails every rank naming worker and prompt.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -15,6 +17,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "rl/grpo_step.h"
+#include "rl/remote_rollout.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 
@@ -53,31 +56,41 @@ std::vector<std::vector<int64_t>> prompts_of(int64_t step, int rank) {
   return prompts;
 }
 
+// 30 steps from the actor's initial weights; the mean reward of each and the last KL.
+std::vector<double> learn(rl::RolloutEngine& rollout, models::LlamaModel& actor, models::LlamaModel& reference,
+                          const parallel::DeviceMesh& mesh, const parallel::Group& world, double& last_kl) {
+  torch::optim::Adam optimizer(actor.parameters(), torch::optim::AdamOptions(0.02));
+  rl::GrpoSettings s = settings();
+  std::vector<double> rewards;
+  for (int64_t step = 0; step < 30; ++step) {
+    s.sampling.seed = static_cast<uint64_t>(100 * step + world.rank);
+    const rl::GrpoStepStats stats =
+        rl::grpo_step(actor, optimizer, rollout, &reference, prompts_of(step, world.rank), share_of_sevens, s, mesh, world);
+    rewards.push_back(stats.reward);
+    last_kl = stats.update.kl;
+    EXPECT_EQ(stats.response_length, 4.0);
+  }
+  const double late = (rewards[25] + rewards[26] + rewards[27] + rewards[28] + rewards[29]) / 5;
+  if (world.rank == 0) std::cout << "reward: first step " << rewards[0] << ", last five " << late << ", KL " << last_kl << std::endl;
+  EXPECT_LT(rewards[0], 0.2);
+  EXPECT_GT(late, 0.5);
+  EXPECT_GT(last_kl, 0.0);
+  return rewards;
+}
+
 TEST(GrpoStep, LearnsAVerifiableRewardOnTwoRanks) {
   testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, -1);
     auto actor = sharded_llama(mesh), reference = sharded_llama(mesh);
-    models::LlamaModel rollout(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
-    rl::sync_colocated_weights(*actor, rollout);
-    torch::optim::Adam optimizer(actor->parameters(), torch::optim::AdamOptions(0.02));
-    rl::GrpoSettings s = settings();
-    std::vector<double> rewards;
+    models::LlamaModel rollout_model(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+    rl::ColocatedRollout rollout(rollout_model);
+    rollout.sync(*actor);
     double last_kl = 0;
-    for (int64_t step = 0; step < 30; ++step) {
-      s.sampling.seed = static_cast<uint64_t>(100 * step + rt.rank());
-      const rl::GrpoStepStats stats =
-          rl::grpo_step(*actor, optimizer, rollout, reference.get(), prompts_of(step, rt.rank()), share_of_sevens, s, mesh, rt.world());
-      rewards.push_back(stats.reward);
-      last_kl = stats.update.kl;
-      EXPECT_EQ(stats.response_length, 4.0);
-    }
-    const double late = (rewards[25] + rewards[26] + rewards[27] + rewards[28] + rewards[29]) / 5;
-    if (rt.rank() == 0) std::cout << "reward: first step " << rewards[0] << ", last five " << late << ", KL " << last_kl << std::endl;
-    EXPECT_LT(rewards[0], 0.2);
-    EXPECT_GT(late, 0.5);
-    EXPECT_GT(last_kl, 0.0);
+    learn(rollout, *actor, *reference, mesh, rt.world(), last_kl);
+    torch::optim::Adam optimizer(actor->parameters(), torch::optim::AdamOptions(0.02));
+    const rl::GrpoSettings s = settings();
     const auto gathered = parallel::fsdp::gather_full_parameters(*actor);
-    for (const auto& item : rollout.named_parameters()) EXPECT_TRUE(torch::equal(item.value(), gathered.at(item.key()))) << item.key();
+    for (const auto& item : rollout_model.named_parameters()) EXPECT_TRUE(torch::equal(item.value(), gathered.at(item.key()))) << item.key();
 
     const rl::RewardFunction failing = [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> double {
       throw std::runtime_error("no answer to parse");
@@ -98,6 +111,48 @@ TEST(GrpoStep, LearnsAVerifiableRewardOnTwoRanks) {
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("the reference is not the actor's model: parameter layers.0.mlp.gate_proj.weight is [40, 32] "
                                            "in the actor model and [48, 32] in the reference model"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(GrpoStep, LearnsWithRolloutWorkersOnRanksOfTheirOwn) {
+  testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1));
+    const rl::RolloutGroups groups = rl::split_rollout_ranks(rt, 2, std::chrono::seconds(30));
+    const std::string too_long = "rollout worker rank 2 failed: prompt 0 of trainer rank 0 has 9 tokens: the context of 8 leaves no room";
+    if (groups.is_worker()) {
+      models::LlamaModel model(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+      rl::RolloutWorker worker(model, groups);
+      try {
+        worker.serve();
+        ADD_FAILURE() << "the worker's loop ended without the trainer's too long prompt";
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(too_long), std::string::npos) << e.what();
+      }
+      return;
+    }
+    auto actor = sharded_llama(mesh), reference = sharded_llama(mesh);
+    rl::RemoteRollout rollout(*actor, groups);
+    inference::Sampling greedy;
+    greedy.temperature = 0;
+    greedy.max_new_tokens = 5;
+    models::LlamaModel local(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+    rl::sync_colocated_weights(*actor, local);
+    const auto prompts = prompts_of(0, rt.rank());
+    const auto remote = rollout.generate(prompts, 2, greedy), here = inference::generate(local, rl::repeat_each(prompts, 2), greedy);
+    ASSERT_EQ(remote.size(), here.size());
+    for (size_t i = 0; i < here.size(); ++i) EXPECT_EQ(remote[i].tokens, here[i].tokens) << "response " << i;
+    rollout.sync(*actor);
+
+    double last_kl = 0;
+    learn(rollout, *actor, *reference, mesh, groups.trainers, last_kl);
+    inference::Sampling bounded = greedy;
+    bounded.max_length = 8;
+    try {
+      rollout.generate({std::vector<int64_t>(rt.rank() == 0 ? 9 : 3, 1)}, 1, bounded);
+      ADD_FAILURE() << "a prompt beyond the context was not refused";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(too_long), std::string::npos) << e.what();
     }
   });
 }

@@ -1,0 +1,46 @@
+// Where GRPO's responses come from and where the trained weights go after each update: the
+// rollout's side of the loop, colocated with the actor (ColocatedRollout: verl's hybrid engine,
+// an unsharded copy of the model in the trainer's processes) or on ranks of its own
+// (rl/remote_rollout.h: verl's and OpenRLHF's separate rollout engines).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "inference/generation.h"
+#include "models/language_model.h"
+#include "rl/weight_sync.h"
+
+namespace megacpp::rl {
+
+using Prompts = std::vector<std::vector<int64_t>>;
+
+class RolloutEngine {
+ public:
+  virtual ~RolloutEngine() = default;
+  // `responses_per_prompt` responses to each of `prompts`, prompt by prompt (prompt 0's first),
+  // sampled by `sampling`. Collective over the actor's ranks (each passes its own prompts).
+  virtual std::vector<inference::Generation> generate(const Prompts& prompts, int64_t responses_per_prompt,
+                                                      const inference::Sampling& sampling) = 0;
+  // Loads `actor`'s weights (sharded by FSDP2 or not) into the rollout's model. Collective over
+  // the actor's ranks.
+  virtual WeightSyncStats sync(models::LanguageModel& actor) = 0;
+};
+
+// The rollout in the actor's processes: `model` (unsharded, same family and shapes as the actor)
+// generates, and takes the actor's weights one gathered parameter at a time (Note [Weight sync]).
+class ColocatedRollout final : public RolloutEngine {
+ public:
+  explicit ColocatedRollout(models::LanguageModel& model) : model_(model) {}
+  std::vector<inference::Generation> generate(const Prompts& prompts, int64_t responses_per_prompt,
+                                              const inference::Sampling& sampling) override;
+  WeightSyncStats sync(models::LanguageModel& actor) override { return sync_colocated_weights(actor, model_); }
+
+ private:
+  models::LanguageModel& model_;
+};
+
+// Each prompt `times` times in a row.
+Prompts repeat_each(const Prompts& prompts, int64_t times);
+
+}  // namespace megacpp::rl
