@@ -7,7 +7,7 @@ include(CMakePackageConfigHelpers)
 install(TARGETS megacpp megacpp_io megacpp_serialization EXPORT megacppTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert megacpp-caption megacpp-answer megacpp-infer
+install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert megacpp-caption megacpp-answer megacpp-infer megacpp-grpo
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Loaded at run time from ../lib beside the programs (Note [SentencePiece in its own scope]).
 install(TARGETS megacpp_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -8,15 +8,10 @@
 
 #include "inference/greedy_decoding.h"
 #include "io/data/instruction_data.h"
+#include "megacpp/text.h"
 
 namespace megacpp::inference {
 namespace {
-
-std::string trimmed(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
-}
 
 // The text before `end` (all of it when `end` is empty or absent).
 std::string before(const std::string& text, const std::string& end) {

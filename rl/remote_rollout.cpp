@@ -12,7 +12,7 @@
 namespace megacpp::rl {
 namespace {
 
-enum Command : int64_t { kStop = 0, kGenerate = 1 };
+enum Command : int64_t { kStop = 0, kGenerate = 1, kSync = 2 };
 
 int64_t bits_of(double value) {
   int64_t bits;
@@ -89,6 +89,7 @@ std::vector<inference::Generation> RemoteRollout::generate(const Prompts& prompt
 
 WeightSyncStats RemoteRollout::sync(models::LanguageModel& actor) {
   if (&actor != &actor_) throw std::invalid_argument("remote rollout: sync() of another model than the one the workers were handshaken with");
+  parallel::all_gather_token_lists(groups_.all, request(kSync, {}, 0, {}), options_.device);
   return sender_.send();
 }
 
@@ -100,9 +101,15 @@ RolloutWorker::RolloutWorker(models::LanguageModel& model, const RolloutGroups& 
 }
 
 int64_t RolloutWorker::serve() {
-  for (int64_t step = 0;; ++step) {
+  for (int64_t requests_served = 0;; ++requests_served) {
     const auto requests = parallel::all_gather_token_lists(groups_.all, {}, options_.device);
-    if (requests.at(0).at(0).at(0) == kStop) return step;
+    const int64_t command = requests.at(0).at(0).at(0);
+    if (command == kStop) return requests_served;
+    if (command == kSync) {
+      const WeightSyncStats synced = receiver_.receive();
+      spdlog::debug("rollout worker {}: weights synced in {:.3f} s ({} bytes)", groups_.all.rank, synced.seconds, synced.bytes);
+      continue;
+    }
     Prompts answer;
     std::string error;
     try {
@@ -112,9 +119,6 @@ int64_t RolloutWorker::serve() {
     }
     raise_failures(groups_, error, options_.device);
     parallel::all_gather_token_lists(groups_.all, answer, options_.device);
-    const WeightSyncStats synced = receiver_.receive();
-    spdlog::debug("rollout worker {}: step {}: {} responses, weights synced in {:.3f} s ({} bytes)", groups_.all.rank, step,
-                  answer.size(), synced.seconds, synced.bytes);
   }
 }
 

@@ -6,9 +6,9 @@
 // (counting trainer rank 0's first) goes to worker j mod W, which samples the responses to its
 // prompts in one batch, with the step's seed plus its index. A second all-gather tells every rank
 // whether a worker failed (its error, naming it, is thrown everywhere); a third brings the
-// responses back, and each trainer rank keeps its own. After the actor's update, sync() sends the
-// weights (Note [Weight sync over a process group]) while the workers wait to receive them, and
-// then for the next request. finish() ends the workers' loop.
+// responses back, and each trainer rank keeps its own. sync() is a request too: the workers then
+// receive the weights (Note [Weight sync over a process group]), and wait for the next request.
+// finish() ends the workers' loop.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,8 @@ class RolloutWorker {
  public:
   // The handshake and the first sync (see RemoteRollout).
   RolloutWorker(models::LanguageModel& model, const RolloutGroups& groups, const WeightBroadcastOptions& options = {});
-  // Answers the trainer's requests, receiving the weights after each, until the trainer's
-  // finish(); returns the number of steps served. Throws what failed on this worker (the trainer
+  // Answers the trainer's requests (responses to prompts, the weights to receive) until the
+  // trainer's finish(); returns the number of requests served. Throws what failed on this worker (the trainer
   // ranks throw it too) or when the trainer could not be reached.
   int64_t serve();
 

@@ -12,6 +12,7 @@ Prompts repeat_each(const Prompts& prompts, int64_t times) {
 
 std::vector<inference::Generation> ColocatedRollout::generate(const Prompts& prompts, int64_t responses_per_prompt,
                                                               const inference::Sampling& sampling) {
+  if (prompts.empty()) return {};
   return inference::generate(model_, repeat_each(prompts, responses_per_prompt), sampling);
 }
 

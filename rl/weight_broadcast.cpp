@@ -9,6 +9,7 @@
 
 #include "parallel/collectives.h"
 #include "parallel/fsdp/fsdp_param.h"
+#include "parallel/fsdp/fully_shard.h"
 #include "parallel/object_collectives.h"
 
 namespace megacpp::rl {

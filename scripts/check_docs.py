@@ -19,7 +19,7 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DOCS = ["README.md"] + [os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
 DOCS += sorted(os.path.join(f, "README.md") for f in os.listdir(ROOT) if f != "docs" and os.path.isfile(os.path.join(ROOT, f, "README.md")))
-PROGRAMS = ["megacpp-train", "megacpp-run", "megacpp-preprocess", "megacpp-convert", "megacpp-caption", "megacpp-answer", "megacpp-infer"]
+PROGRAMS = ["megacpp-train", "megacpp-run", "megacpp-preprocess", "megacpp-convert", "megacpp-caption", "megacpp-answer", "megacpp-infer", "megacpp-grpo"]
 FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])")
 CODE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")

@@ -154,7 +154,7 @@ TrainingCheckpointer::TrainingCheckpointer(const settings::TrainingArguments& ar
     : args_(args), runtime_(runtime), mesh_(mesh), async_(async) {
   if (!args.save.empty()) {
     if (runtime.rank() == 0) save_lock_ = std::make_unique<checkpoint::SaveDirectoryLock>(args.save);
-    saver_ = std::make_unique<checkpoint::CheckpointSaver>(runtime.store(), runtime.rank(), runtime.world_size());
+    saver_ = std::make_unique<checkpoint::CheckpointSaver>(runtime.store(), runtime.rank(), mesh.world_size());
   }
 }
 
@@ -207,7 +207,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
     job.add_unsharded("checkpoint_version", PyValue::real(io::checkpoint::kCheckpointVersion));
     job.add_unsharded("opt_param_scheduler", schedule_state(args_, progress, mesh_.data_parallel_size()));
     if (progress.loss_scaler && with_optimizer) job.add_unsharded("grad_scaler", grad_scaler_state(*progress.loss_scaler));
-    job.add_unsharded("args", args_state(args_, progress, runtime_.world_size(), mesh_.data_parallel_size()));
+    job.add_unsharded("args", args_state(args_, progress, mesh_.world_size(), mesh_.data_parallel_size()));
     if (!format.optimizer_groups_per_parameter()) {
       // Megatron's common.pt keeps the param groups with the optimizer.
       if (with_optimizer) {
@@ -358,11 +358,11 @@ TrainingProgress TrainingCheckpointer::resume(const checkpoint::CheckpointReader
   if (!args_.no_load_optim) load_optimizer(reader, slots, optimizer);
   if (!args_.no_load_rng) {
     const int64_t saved_world = int_field(fields, "world_size", where + " args");
-    if (saved_world == runtime_.world_size()) {
+    if (saved_world == mesh_.world_size()) {
       restore_rng_state(tensors, io::checkpoint::flat_key(rng_path(runtime_.rank())), runtime_.device());
     } else {
       spdlog::warn("checkpoint was saved on {} ranks, this run has {}: RNG states are not restored", saved_world,
-                   runtime_.world_size());
+                   mesh_.world_size());
     }
   }
   TrainingProgress progress;

@@ -44,7 +44,9 @@ struct TrainingProgress {
 
 class TrainingCheckpointer {
  public:
-  // `async`: --async-save, or ROLL's async_save_ckpt in fsdp2_config.yaml.
+  // `async`: --async-save, or ROLL's async_save_ckpt in fsdp2_config.yaml. The checkpoint spans
+  // the mesh's ranks (the runtime's first mesh.world_size(): all of them, or a GRPO trainer's
+  // beside its rollout workers).
   TrainingCheckpointer(const settings::TrainingArguments& args, parallel::DistributedRuntime& runtime, const parallel::DeviceMesh& mesh,
                        bool async);
 

@@ -1,0 +1,99 @@
+// megacpp-grpo: GRPO on prompts with exact answers (rl/grpo_run.h), ROLL's RLVR pipeline as a
+// program.
+//   megacpp-run --nproc-per-node 3 megacpp-grpo --prompts train.jsonl --eval-prompts held_out.jsonl \
+//       --rollout-ranks 1 --rollout-batch-size 8 --num-return-sequences-in-group 4 MEGACPP-TRAIN FLAGS
+// The rest of the command line is megacpp-train's (model, tokenizer, --use-torch-fsdp2,
+// --fsdp2-config-path, --load [--finetune] or --init-from-hf-path, --lr, --train-iters as the
+// number of steps, --save, --save-interval, --seed, --clip-grad). Its data flags may be left
+// out: the prompts are the data. Argument errors and failures exit 1.
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launch/own_flags.h"
+#include "megacpp/logging.h"
+#include "models/model_flags.h"
+#include "rl/grpo_run.h"
+#include "settings/arguments.h"
+#include "training/host_memory.h"
+
+namespace {
+
+using namespace megacpp;
+
+const std::vector<launch::OwnFlag>& own_flags() {
+  static const std::vector<launch::OwnFlag> flags = {
+      {"prompts", true, "JSON lines {\"prompt\": text, \"answer\": text} to train on (required)"},
+      {"eval-prompts", true, "held-out JSON lines of the same kind, answered greedily before, during and after training"},
+      {"eval-interval", true, "GRPO steps between held-out evaluations (default 0: before and after only)"},
+      {"rollout-batch-size", true, "prompts per step over all trainer ranks (ROLL's rollout_batch_size; default 8)"},
+      {"num-return-sequences-in-group", true, "responses sampled per prompt (ROLL's; verl's rollout.n; default 4)"},
+      {"response-length", true, "new tokens per response at most (ROLL's response_length; default 32)"},
+      {"temperature", true, "sampling temperature (generating_args; default 1)"},
+      {"top-p", true, "nucleus sampling's probability mass (default 1)"},
+      {"top-k", true, "sample among the k most likely tokens (default 0: all)"},
+      {"rollout-ranks", true, "the last N ranks generate and take the weights by broadcast (default 0: colocated)"},
+      {"kl-coef", true, "weight of the KL to the reference in the loss (verl's kl_loss_coef; default 0.001; 0: no reference)"},
+      {"kl-loss-type", true, "KL estimator: kl (k1), abs, mse (k2) or low_var_kl (k3, default)"},
+      {"clip-ratio", true, "PPO's ratio clip (ROLL's pg_clip; default 0.2)"},
+      {"infer-batch-size", true, "sequences per forward of the log-prob passes (ROLL's infer_batch_size; default 16)"},
+      {"ppo-micro-batch-size", true, "responses per forward of the update (verl's ppo_micro_batch_size_per_gpu; default 4)"},
+      {"weight-sync-chunk-mb", true, "with --rollout-ranks: MiB per broadcast of the weights (default 512)"},
+      {"reference-load", true, "the reference's checkpoint (default: --load's, or --init-from-hf-path's folder)"},
+  };
+  return flags;
+}
+
+rl::GrpoOptions grpo_options(const std::map<std::string, std::string>& own) {
+  rl::GrpoOptions o;
+  for (const auto& [name, value] : own) {
+    auto integer = [&] { return models::parse_flag_number<int64_t>(name, value); };
+    auto real = [&] { return models::parse_flag_number<double>(name, value); };
+    if (name == "prompts") o.prompts = value;
+    if (name == "eval-prompts") o.eval_prompts = value;
+    if (name == "eval-interval") o.eval_interval = integer();
+    if (name == "rollout-batch-size") o.rollout_batch_size = integer();
+    if (name == "num-return-sequences-in-group") o.group_size = integer();
+    if (name == "response-length") o.response_length = integer();
+    if (name == "temperature") o.temperature = real();
+    if (name == "top-p") o.top_p = real();
+    if (name == "top-k") o.top_k = integer();
+    if (name == "rollout-ranks") o.rollout_ranks = static_cast<int>(integer());
+    if (name == "kl-coef") o.kl_coef = real();
+    if (name == "kl-loss-type") o.kl_estimator = value;
+    if (name == "clip-ratio") o.clip_ratio = real();
+    if (name == "infer-batch-size") o.infer_batch_size = integer();
+    if (name == "ppo-micro-batch-size") o.micro_batch_size = integer();
+    if (name == "weight-sync-chunk-mb") o.sync_chunk_mb = integer();
+    if (name == "reference-load") o.reference_load = value;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* program = "megacpp-grpo";
+  try {
+    launch::SplitCommandLine split = launch::split_command_line(argc, argv, own_flags());
+    if (split.help) {
+      launch::print_own_flags("megacpp-grpo: GRPO on prompts with exact answers, the rollout colocated or on ranks of its own",
+                              own_flags(),
+                              "and megacpp-train's flags for the model, tokenizer, parallelism, weights (--load [--finetune] or "
+                              "--init-from-hf-path), --lr, --train-iters (the steps), --save/--save-interval, --seed and --clip-grad "
+                              "(megacpp-train --help); data flags may be left out.");
+      return 0;
+    }
+    const rl::GrpoOptions options = grpo_options(split.own);
+    settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
+    training::keep_freed_host_memory();  // Note [Host memory]
+    std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train
+    return rl::run_grpo(std::move(args), options, program);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
+    return 1;
+  }
+}

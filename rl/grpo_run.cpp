@@ -1,0 +1,316 @@
+#include "rl/grpo_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "io/data/tokenizer/tokenizer.h"
+#include "megacpp/logging.h"
+#include "parallel/collectives.h"
+#include "rl/exact_answer.h"
+#include "rl/remote_rollout.h"
+#include "settings/parallelism.h"
+#include "training/checkpointing.h"
+#include "training/heartbeat.h"
+#include "training/model_setup.h"
+#include "training/model_weights.h"
+#include "training/optimizer.h"
+
+namespace megacpp::rl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_options(const settings::TrainingArguments& args, const GrpoOptions& o) {
+  auto refuse = [](const std::string& why) { throw std::invalid_argument(why); };
+  if (o.prompts.empty()) refuse("--prompts (JSON lines {\"prompt\": ..., \"answer\": ...}) is required");
+  if (o.rollout_batch_size <= 0 || o.group_size <= 0 || o.response_length <= 0) {
+    refuse("--rollout-batch-size, --num-return-sequences-in-group and --response-length must be positive");
+  }
+  if (o.group_size < 2) refuse("--num-return-sequences-in-group 1: GRPO's advantages compare a group's responses; give 2 or more");
+  if (!(o.temperature > 0)) refuse("--temperature must be positive (greedy responses would all be the same)");
+  if (o.rollout_ranks < 0 || o.eval_interval < 0 || o.kl_coef < 0 || o.sync_chunk_mb <= 0 || o.micro_batch_size <= 0 || o.infer_batch_size <= 0) {
+    refuse("--rollout-ranks, --eval-interval and --kl-coef must be >= 0; --weight-sync-chunk-mb, --ppo-micro-batch-size and "
+           "--infer-batch-size positive");
+  }
+  if (args.train_iters <= 0) refuse("--train-iters: the number of GRPO steps (ROLL's max_steps) must be positive");
+  if (args.seq_length <= o.response_length) {
+    refuse("--seq-length " + std::to_string(args.seq_length) + " leaves no room for a prompt beside --response-length " +
+           std::to_string(o.response_length));
+  }
+  if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
+  if (args.lora.rank > 0) refuse("--lora-rank: the rollout would need the adapters merged into its weights, which megacpp-grpo does not do yet");
+  kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
+}
+
+// Prompt indices of step `step`: --rollout-batch-size of them, walking through the prompts in an
+// order shuffled anew (seeded) each epoch; this data-parallel rank's consecutive share.
+std::vector<size_t> step_prompts(int64_t step, int64_t batch, size_t count, uint64_t seed, int dp_size, int dp_rank) {
+  std::vector<size_t> chosen;
+  const int64_t share = batch / dp_size;
+  std::vector<size_t> order(count);
+  int64_t epoch = -1;
+  for (int64_t i = dp_rank * share; i < (dp_rank + 1) * share; ++i) {
+    const int64_t global = step * batch + i, e = global / static_cast<int64_t>(count);
+    if (e != epoch) {
+      epoch = e;
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + static_cast<uint64_t>(e)));
+    }
+    chosen.push_back(order[static_cast<size_t>(global % static_cast<int64_t>(count))]);
+  }
+  return chosen;
+}
+
+std::string byte_size(int64_t bytes) {
+  return bytes >= (1 << 20) ? fmt::format("{:.1f} MiB", bytes / 1048576.0) : fmt::format("{:.1f} KiB", bytes / 1024.0);
+}
+
+class GrpoRun {
+ public:
+  GrpoRun(settings::TrainingArguments args, const GrpoOptions& options) : args_(std::move(args)), options_(options) {}
+
+  int run() {
+    heartbeat_.beat("starting: rendezvous and models");
+    start();
+    if (groups_ && groups_->is_worker()) return serve();
+    build_trainer();
+    read_data();
+    log_start();
+    train();
+    return 0;
+  }
+
+ private:
+  void start() {
+    setup_ = training::read_process_layout(args_);
+    const int world = setup_.env.world_size;
+    if (options_.rollout_ranks >= world) {
+      throw std::invalid_argument("--rollout-ranks " + std::to_string(options_.rollout_ranks) + " leaves no trainer rank in a world of " +
+                                  std::to_string(world));
+    }
+    if (options_.rollout_ranks > 0) setup_.dims = settings::parallel_dims(args_, setup_.fsdp_config, world - options_.rollout_ranks);
+    training::start_processes(setup_, args_);
+    if (options_.rollout_ranks > 0) {
+      groups_ = split_rollout_ranks(*setup_.runtime, world - options_.rollout_ranks, std::chrono::minutes(args_.distributed_timeout_minutes));
+    }
+    trainers_ = groups_ ? groups_->trainers : setup_.runtime->world();
+    tokenizer_ = io::data::build_tokenizer(args_.tokenizer);
+  }
+
+  WeightBroadcastOptions sync_options() const { return {options_.sync_chunk_mb << 20, setup_.device}; }
+
+  // An unsharded model for generation, its weights to come from the actor.
+  std::shared_ptr<models::LanguageModel> rollout_model() const {
+    settings::TrainingArguments unsharded = args_;
+    unsharded.init_model_with_meta_device = false;
+    auto model = training::build_model(unsharded, setup_.device);
+    model->to(setup_.device);
+    return model;
+  }
+
+  int serve() {
+    auto model = rollout_model();
+    RolloutWorker worker(*model, *groups_, sync_options());
+    heartbeat_.beat("serving rollouts");
+    const int64_t steps = worker.serve();
+    spdlog::info("rollout worker {}: served {} requests", setup_.runtime->rank(), steps);
+    return 0;
+  }
+
+  void build_trainer();
+  void read_data();
+  void log_start() const;
+  void train();
+  GrpoSettings step_settings(int64_t step) const;
+  void evaluate(int64_t step);
+  void log_step(int64_t step, const GrpoStepStats& stats, double seconds) const;
+
+  settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
+  const GrpoOptions options_;
+  training::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  training::ProcessSetup setup_;
+  std::optional<RolloutGroups> groups_;  // with --rollout-ranks
+  parallel::Group trainers_;
+  std::unique_ptr<io::data::Tokenizer> tokenizer_;
+  std::shared_ptr<models::LanguageModel> actor_, reference_, rollout_model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<training::TrainingCheckpointer> checkpointer_;
+  training::TrainingProgress progress_;
+  std::unique_ptr<RolloutEngine> engine_;
+  std::vector<PromptExample> prompts_, eval_prompts_;
+  RewardFunction reward_;
+};
+
+void GrpoRun::build_trainer() {
+  heartbeat_.beat("building, sharding and loading the actor and the reference");
+  const bool has_weights = !args_.load.empty() || !args_.init_from_hf_path.empty();
+  actor_ = training::build_model(args_, setup_.device);
+  training::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights);
+  std::vector<at::Tensor> params = actor_->parameters();
+  optimizer_ = training::make_optimizer(args_, params);
+  checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh, /*async=*/false);
+  if (!args_.load.empty()) {
+    progress_ = checkpointer_->load(*actor_, *optimizer_);
+  } else if (has_weights) {
+    training::load_model_weights(args_, *setup_.mesh, setup_.runtime->rank(), *actor_);
+  }
+  if (options_.kl_coef > 0) {
+    settings::TrainingArguments reference = args_;
+    if (!options_.reference_load.empty()) {
+      reference.load = options_.reference_load;
+      reference.ckpt_step = -1;
+    }
+    const bool loads = !reference.load.empty() || !reference.init_from_hf_path.empty();
+    reference_ = training::build_model(reference, setup_.device);
+    training::parallelize_model(*reference_, setup_, reference, /*initialize=*/!loads);
+    if (loads) training::load_model_weights(reference, *setup_.mesh, setup_.runtime->rank(), *reference_);
+    for (auto& p : reference_->parameters()) p.set_requires_grad(false);
+  }
+  if (groups_) {
+    engine_ = std::make_unique<RemoteRollout>(*actor_, *groups_, sync_options());
+  } else {
+    rollout_model_ = rollout_model();
+    engine_ = std::make_unique<ColocatedRollout>(*rollout_model_);
+    engine_->sync(*actor_);
+  }
+}
+
+void GrpoRun::read_data() {
+  const int64_t prompt_room = args_.seq_length - options_.response_length;
+  prompts_ = read_prompts(options_.prompts, "--prompts", *tokenizer_, prompt_room);
+  if (!options_.eval_prompts.empty()) eval_prompts_ = read_prompts(options_.eval_prompts, "--eval-prompts", *tokenizer_, prompt_room);
+  std::vector<PromptExample> every = prompts_;
+  every.insert(every.end(), eval_prompts_.begin(), eval_prompts_.end());
+  reward_ = exact_answer_reward(every, *tokenizer_, {tokenizer_->eod()});
+  const int dp = setup_.mesh->data_parallel_size();
+  if (options_.rollout_batch_size % dp != 0) {
+    throw std::invalid_argument("--rollout-batch-size " + std::to_string(options_.rollout_batch_size) + " does not divide among the " +
+                                std::to_string(dp) + " data-parallel trainer ranks");
+  }
+}
+
+void GrpoRun::log_start() const {
+  if (setup_.runtime->rank() != 0) return;
+  for (const auto& note : args_.notes) spdlog::info("{}", note);
+  const std::string rollout = groups_ ? fmt::format("rollout on rank(s) {}", parallel::rank_list(groups_->workers.global_ranks))
+                                      : std::string("rollout colocated");
+  spdlog::info("megacpp-grpo | model {} | trainer {} on {} rank(s), {} | device {} | {} prompts from {}, {} per step x {} responses, "
+               "up to {} new tokens | KL coef {} ({})",
+               args_.model_type, args_.use_torch_fsdp2 ? setup_.mesh->describe() : std::string("no FSDP"), setup_.mesh->world_size(),
+               rollout, setup_.device.str(), prompts_.size(), options_.prompts, options_.rollout_batch_size, options_.group_size,
+               options_.response_length, options_.kl_coef, options_.kl_estimator);
+}
+
+GrpoSettings GrpoRun::step_settings(int64_t step) const {
+  GrpoSettings s;
+  s.responses_per_prompt = options_.group_size;
+  s.sampling.temperature = options_.temperature;
+  s.sampling.top_p = options_.top_p;
+  s.sampling.top_k = options_.top_k;
+  s.sampling.seed = static_cast<uint64_t>(args_.seed) * 1000003u + static_cast<uint64_t>(step) * 1009u + static_cast<uint64_t>(trainers_.rank);
+  s.sampling.max_new_tokens = options_.response_length;
+  s.sampling.max_length = args_.seq_length;
+  s.sampling.stop = {tokenizer_->eod()};
+  s.sampling.vocabulary = tokenizer_->vocab_size();
+  s.sampling.kv_cache = actor_->takes_kv_cache();
+  s.update.policy.clip_low = s.update.policy.clip_high = options_.clip_ratio;
+  s.update.kl_coef = options_.kl_coef;
+  s.update.kl = kl_estimator_named(options_.kl_estimator);
+  s.update.temperature = options_.temperature;
+  s.update.micro_batch_size = options_.micro_batch_size;
+  s.update.device = setup_.device;
+  s.update.fsdp = args_.use_torch_fsdp2;
+  s.infer_batch_size = options_.infer_batch_size;
+  s.clip_grad = args_.clip_grad;
+  return s;
+}
+
+void GrpoRun::train() {
+  evaluate(progress_.iteration);
+  const parallel::DeviceMesh& mesh = *setup_.mesh;
+  int64_t last_saved = progress_.iteration;
+  for (int64_t step = progress_.iteration; step < args_.train_iters; ++step) {
+    heartbeat_.beat(fmt::format("GRPO step {}", step + 1));
+    std::vector<std::vector<int64_t>> prompts;
+    for (size_t i : step_prompts(step, options_.rollout_batch_size, prompts_.size(), static_cast<uint64_t>(args_.seed),
+                                 mesh.data_parallel_size(), mesh.data_parallel_rank())) {
+      prompts.push_back(prompts_[i].ids);
+    }
+    const auto start = Clock::now();
+    const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, *engine_, reference_.get(), prompts, reward_, step_settings(step), mesh, trainers_);
+    log_step(step, stats, std::chrono::duration<double>(Clock::now() - start).count());
+    progress_.iteration = step + 1;
+    progress_.consumed_train += options_.rollout_batch_size;
+    if (checkpointer_->due(progress_.iteration)) {
+      checkpointer_->save(progress_, *actor_, *optimizer_);
+      last_saved = progress_.iteration;
+    }
+    if (options_.eval_interval > 0 && progress_.iteration % options_.eval_interval == 0 && progress_.iteration < args_.train_iters) {
+      evaluate(progress_.iteration);
+    }
+  }
+  if (!args_.save.empty() && last_saved != progress_.iteration) checkpointer_->save(progress_, *actor_, *optimizer_);
+  evaluate(progress_.iteration);
+  if (auto* remote = dynamic_cast<RemoteRollout*>(engine_.get())) remote->finish();
+  checkpointer_->finish();
+}
+
+// Greedy answers to this rank's share of the held-out prompts; the share answered exactly, over
+// every trainer rank.
+void GrpoRun::evaluate(int64_t step) {
+  if (eval_prompts_.empty()) return;
+  heartbeat_.beat(fmt::format("evaluating at step {}", step));
+  inference::Sampling greedy = step_settings(step).sampling;
+  greedy.temperature = 0;
+  std::vector<std::vector<int64_t>> mine;
+  const int dp = setup_.mesh->data_parallel_size(), rank = setup_.mesh->data_parallel_rank();
+  for (size_t i = static_cast<size_t>(rank); i < eval_prompts_.size(); i += static_cast<size_t>(dp)) mine.push_back(eval_prompts_[i].ids);
+  const auto answers = engine_->generate(mine, 1, greedy);
+  double correct = 0;
+  for (size_t i = 0; i < mine.size(); ++i) correct += reward_(mine[i], answers[i].tokens);
+  at::Tensor totals = torch::tensor({correct, static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
+  parallel::all_reduce(trainers_, totals, parallel::ReduceOp::kSum).wait();
+  totals = totals.to(torch::kCPU);
+  if (setup_.runtime->rank() == 0) {
+    std::printf("grpo eval | step %lld | held-out exact-answer reward %.4f (%lld of %lld prompts, greedy)\n", static_cast<long long>(step),
+                totals[0].item<double>() / totals[1].item<double>(), static_cast<long long>(totals[0].item<double>()),
+                static_cast<long long>(totals[1].item<double>()));
+    std::fflush(stdout);
+  }
+}
+
+void GrpoRun::log_step(int64_t step, const GrpoStepStats& stats, double seconds) const {
+  if (setup_.runtime->rank() != 0) return;
+  const std::string chunks = stats.sync.chunks > 0 ? fmt::format(" in {} chunk(s)", stats.sync.chunks) : std::string();
+  std::printf("grpo step %lld/%lld | reward %.4f | response length %.2f | kl %.5f | entropy %.4f | clip fraction %.4f | "
+              "policy loss %.5f | weight sync %.3f s, %s%s | %.2f s\n",
+              static_cast<long long>(step + 1), static_cast<long long>(args_.train_iters), stats.reward, stats.response_length,
+              stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss, stats.sync.seconds,
+              byte_size(stats.sync.bytes).c_str(), chunks.c_str(), seconds);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_grpo(settings::TrainingArguments args, const GrpoOptions& options, const char* program) {
+  try {
+    check_options(args, options);
+    training::use_kernel_fusion(args);
+    return GrpoRun(std::move(args), options).run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
+    std::fflush(stderr);
+    return 1;
+  }
+}
+
+}  // namespace megacpp::rl
