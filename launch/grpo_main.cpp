@@ -7,6 +7,7 @@
 // number of steps, --save, --save-interval, --seed, --clip-grad). Its data flags may be left
 // out: the prompts are the data. Argument errors and failures exit 1.
 #include <csignal>
+#include <deque>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -17,6 +18,7 @@
 #include "megacpp/logging.h"
 #include "models/model_flags.h"
 #include "rl/grpo_run.h"
+#include "rl/rlvr_config.h"
 #include "settings/arguments.h"
 #include "training/host_memory.h"
 
@@ -43,6 +45,8 @@ const std::vector<launch::OwnFlag>& own_flags() {
       {"ppo-micro-batch-size", true, "responses per forward of the update (verl's ppo_micro_batch_size_per_gpu; default 4)"},
       {"weight-sync-chunk-mb", true, "with --rollout-ranks: MiB per broadcast of the weights (default 512)"},
       {"reference-load", true, "the reference's checkpoint (default: --load's, or --init-from-hf-path's folder)"},
+      {"rl-config-path", true, "ROLL's RLVR YAML (actor_train / actor_infer / reference, generating_args, ...): its keys are read as "
+                               "the flags they mean; a flag given on the command line too is an error"},
   };
   return flags;
 }
@@ -73,6 +77,45 @@ rl::GrpoOptions grpo_options(const std::map<std::string, std::string>& own) {
   return o;
 }
 
+bool is_own(const std::string& name) {
+  for (const auto& f : own_flags()) {
+    if (name == f.name) return true;
+  }
+  return false;
+}
+
+bool given(const std::vector<const char*>& rest, const std::string& name) {
+  for (const char* arg : rest) {
+    const std::string a = arg;
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+// --rl-config-path's keys as flags: own ones into `split.own`, megacpp-train's appended to the rest
+// (their text kept in `storage`). A flag given on both sides is refused naming both.
+void add_rlvr_config(launch::SplitCommandLine& split, rl::GrpoOptions& options, std::deque<std::string>& storage) {
+  const std::string path = split.own.at("rl-config-path");
+  const rl::RlvrConfig config = rl::read_rlvr_config(path);
+  for (const auto& [name, value] : config.flags) {
+    if (is_own(name) ? split.own.count(name) > 0 : given(split.rest, name)) {
+      throw std::invalid_argument("--" + name + " is given on the command line and by " + path + "; keep one");
+    }
+    if (is_own(name)) {
+      split.own[name] = value;
+      continue;
+    }
+    split.rest.push_back(storage.emplace_back("--" + name).c_str());
+    if (name != "use-torch-fsdp2") split.rest.push_back(storage.emplace_back(value).c_str());
+  }
+  if (!config.train_strategy_yaml.empty() && given(split.rest, "fsdp2-config-path")) {
+    throw std::invalid_argument("--fsdp2-config-path and actor_train.strategy_args in " + path + " both give the FSDP2 config; keep one");
+  }
+  options.train_strategy_yaml = config.train_strategy_yaml;
+  options.train_strategy_source = config.source;
+  options.trainer_ranks = config.trainer_ranks;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,7 +130,13 @@ int main(int argc, char** argv) {
                               "(megacpp-train --help); data flags may be left out.");
       return 0;
     }
-    const rl::GrpoOptions options = grpo_options(split.own);
+    rl::GrpoOptions from_config;
+    std::deque<std::string> storage;
+    if (split.own.count("rl-config-path")) add_rlvr_config(split, from_config, storage);
+    rl::GrpoOptions options = grpo_options(split.own);
+    options.train_strategy_yaml = from_config.train_strategy_yaml;
+    options.train_strategy_source = from_config.train_strategy_source;
+    options.trainer_ranks = from_config.trainer_ranks;
     settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
     training::keep_freed_host_memory();  // Note [Host memory]
     std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train

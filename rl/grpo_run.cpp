@@ -15,8 +15,10 @@
 #include "io/data/tokenizer/tokenizer.h"
 #include "megacpp/logging.h"
 #include "parallel/collectives.h"
+#include "parallel/launch_environment.h"
 #include "rl/exact_answer.h"
 #include "rl/remote_rollout.h"
+#include "settings/fsdp2_config_yaml.h"
 #include "settings/parallelism.h"
 #include "training/checkpointing.h"
 #include "training/heartbeat.h"
@@ -91,16 +93,23 @@ class GrpoRun {
 
  private:
   void start() {
-    setup_ = training::read_process_layout(args_);
-    const int world = setup_.env.world_size;
-    if (options_.rollout_ranks >= world) {
+    const int world = parallel::read_launch_environment().world_size, trainers = world - options_.rollout_ranks;
+    if (trainers < 1) {
       throw std::invalid_argument("--rollout-ranks " + std::to_string(options_.rollout_ranks) + " leaves no trainer rank in a world of " +
                                   std::to_string(world));
     }
-    if (options_.rollout_ranks > 0) setup_.dims = settings::parallel_dims(args_, setup_.fsdp_config, world - options_.rollout_ranks);
+    const std::string& strategy = options_.train_strategy_yaml;
+    setup_ = training::read_process_layout(args_, options_.rollout_ranks, [&](settings::FSDP2Config& config) {
+      if (!strategy.empty()) config = settings::parse_fsdp2_config(strategy, options_.train_strategy_source, config);
+    });
+    if (options_.trainer_ranks > 0 && options_.trainer_ranks != trainers) {
+      throw std::invalid_argument("actor_train.device_mapping in " + options_.train_strategy_source + " names " +
+                                  std::to_string(options_.trainer_ranks) + " trainer rank(s); the job has " + std::to_string(trainers) +
+                                  " beside " + std::to_string(options_.rollout_ranks) + " rollout rank(s)");
+    }
     training::start_processes(setup_, args_);
     if (options_.rollout_ranks > 0) {
-      groups_ = split_rollout_ranks(*setup_.runtime, world - options_.rollout_ranks, std::chrono::minutes(args_.distributed_timeout_minutes));
+      groups_ = split_rollout_ranks(*setup_.runtime, trainers, std::chrono::minutes(args_.distributed_timeout_minutes));
     }
     trainers_ = groups_ ? groups_->trainers : setup_.runtime->world();
     tokenizer_ = io::data::build_tokenizer(args_.tokenizer);

@@ -34,6 +34,10 @@ struct GrpoOptions {
   int64_t micro_batch_size = 4;      // --ppo-micro-batch-size: responses per forward of the update
   int64_t sync_chunk_mb = 512;       // --weight-sync-chunk-mb: the separate ranks' chunk size
   std::string reference_load;        // --reference-load: the reference's checkpoint (else --load's)
+  // From --rl-config-path (rl/rlvr_config.h): actor_train's FSDP2 config, and how many trainer
+  // ranks its device_mapping names (0: not given).
+  std::string train_strategy_yaml, train_strategy_source;
+  int trainer_ranks = 0;
 };
 
 // Runs on the launch environment's ranks (megacpp-run, torchrun). Returns the exit code; an error

@@ -15,7 +15,8 @@
 
 namespace megacpp::training {
 
-ProcessSetup read_process_layout(settings::TrainingArguments& args) {
+ProcessSetup read_process_layout(settings::TrainingArguments& args, int other_ranks,
+                                 const std::function<void(settings::FSDP2Config&)>& amend) {
   ProcessSetup setup;
   setup.env = parallel::read_launch_environment();
   setup_logging(setup.env.rank);
@@ -26,7 +27,8 @@ ProcessSetup read_process_layout(settings::TrainingArguments& args) {
                          "its parameters, gradients and optimizer state sharded); the same updates as Megatron's DDP");
   }
   setup.fsdp_config = settings::fsdp2_config_from_args(args);
-  setup.dims = settings::parallel_dims(args, setup.fsdp_config, setup.env.world_size);
+  if (amend) amend(setup.fsdp_config);
+  setup.dims = settings::parallel_dims(args, setup.fsdp_config, setup.env.world_size - other_ranks);
   return setup;
 }
 

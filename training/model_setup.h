@@ -4,6 +4,7 @@
 // order).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "models/language_model.h"
@@ -28,7 +29,10 @@ struct ProcessSetup {
 // The launch environment (logging started for its rank), the FSDP2 config and the dimensions.
 // Several ranks without --use-torch-fsdp2 turn it on (a note in args.notes says so): megacpp's
 // data parallelism is FSDP2. Checks that need the world size or the YAML throw naming them.
-ProcessSetup read_process_layout(settings::TrainingArguments& args);
+// `other_ranks`: the last ranks of the job are not the mesh's (a GRPO job's rollout workers);
+// `amend` changes the FSDP2 config read from the flags before the dimensions are resolved.
+ProcessSetup read_process_layout(settings::TrainingArguments& args, int other_ranks = 0,
+                                 const std::function<void(settings::FSDP2Config&)>& amend = {});
 
 // Starts the runtime (rendezvous, process groups) and the mesh; refuses what the device cannot
 // do (fp16 matmuls on 1.13's CPU, CPU offload without CUDA) naming the flag or key.

@@ -15,9 +15,10 @@
 namespace megacpp {
 namespace {
 
-const std::string kModel =
+const std::string kArchitecture =
     " --model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48"
-    " --tokenizer-type ByteLevelTokenizer --seq-length 16 --max-position-embeddings 16 --seed 3";
+    " --tokenizer-type ByteLevelTokenizer --max-position-embeddings 16";
+const std::string kModel = kArchitecture + " --seq-length 16 --seed 3";
 
 std::string write_prompts(const std::string& dir, const std::string& name, int count) {
   std::string lines;
@@ -28,9 +29,9 @@ std::string write_prompts(const std::string& dir, const std::string& name, int c
   return testing::write_file(dir, name, lines);
 }
 
-testing::CommandResult grpo(int ranks, const std::string& flags) {
+testing::CommandResult grpo(int ranks, const std::string& flags, const std::string& model = kModel) {
   return testing::run_command(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) + " --master-port 0 " +
-                              MEGACPP_GRPO_BINARY + kModel + " " + flags);
+                              MEGACPP_GRPO_BINARY + model + " " + flags);
 }
 
 int count_matches(const std::string& text, const std::string& pattern) {
@@ -90,6 +91,104 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
     EXPECT_NE(run.output.find(message), std::string::npos) << flags << "\n" << run.output;
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/never/latest_checkpointed_iteration.txt")) << "nothing saved";
+}
+
+const std::string kRlvrYaml = R"(seed: 1234
+max_steps: 3
+rollout_batch_size: 4
+prompt_length: 12
+response_length: 4
+num_return_sequences_in_group: 4
+ppo_epochs: 1
+adv_estimator: grpo
+pg_clip: 0.2
+kl_loss_coef: 0.001
+kl_loss_type: low_var_kl
+actor_train:
+  training_args:
+    learning_rate: 1.0e-3
+    weight_decay: 0
+    per_device_train_batch_size: 8
+  strategy_args:
+    strategy_name: fsdp2_train
+    strategy_config:
+      fsdp_size: 2
+      reshard_after_forward: true
+  device_mapping: list(range(0,2))
+  infer_batch_size: 4
+actor_infer:
+  generating_args:
+    max_new_tokens: ${response_length}
+    top_p: 0.99
+    top_k: 100
+    num_beams: 1
+    temperature: 0.99
+    num_return_sequences: ${num_return_sequences_in_group}
+  strategy_args:
+    strategy_name: hf_infer
+  device_mapping: "[2]"
+reference:
+  strategy_args:
+    strategy_name: fsdp2_infer
+    strategy_config:
+      fsdp_size: 2
+      reshard_after_forward: true
+  device_mapping: list(range(0,2))
+  infer_batch_size: 4
+)";
+
+// The step lines without their timings.
+std::vector<std::string> step_figures(const std::string& output) {
+  const std::regex line(R"(grpo step \d+/\d+ \| reward [^\n]*\| policy loss -?[0-9.]+)");
+  std::vector<std::string> lines;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) lines.push_back(it->str());
+  return lines;
+}
+
+TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
+  // Weights drawn wide, so that each step's entropy depends on what was sampled: a setting read
+  // wrongly changes the figures.
+  const std::string kArchitecture = megacpp::kArchitecture + " --init-method-std 0.5";
+  const std::string dir = testing::scratch_dir();
+  const std::string prompts = " --prompts " + write_prompts(dir, "train.jsonl", 20);
+  const std::string yaml = testing::write_file(dir, "rlvr.yaml", kRlvrYaml);
+  const auto from_yaml = grpo(3, prompts + " --rl-config-path " + yaml, kArchitecture);
+  ASSERT_EQ(from_yaml.status, 0) << from_yaml.output;
+  EXPECT_NE(from_yaml.output.find("trainer FSDP (fsdp=2) on 2 rank(s), rollout on rank(s) 2"), std::string::npos) << from_yaml.output;
+  const std::string strategy = testing::write_file(dir, "fsdp2.yaml", "strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n"
+                                                                       "    fsdp_size: 2\n    reshard_after_forward: true\n");
+  const auto from_flags = grpo(3, prompts + " --seed 1234 --train-iters 3 --rollout-batch-size 4 --seq-length 16 --response-length 4 "
+                                  "--num-return-sequences-in-group 4 --clip-ratio 0.2 --kl-coef 0.001 --kl-loss-type low_var_kl --lr 1e-3 "
+                                  "--weight-decay 0 --ppo-micro-batch-size 8 --use-torch-fsdp2 --fsdp2-config-path " + strategy +
+                                  " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1", kArchitecture);
+  ASSERT_EQ(from_flags.status, 0) << from_flags.output;
+  EXPECT_EQ(step_figures(from_yaml.output).size(), 3u) << from_yaml.output;
+  EXPECT_EQ(step_figures(from_yaml.output), step_figures(from_flags.output));
+
+  struct Edit {
+    std::string find, replace, expected;
+  };
+  const std::vector<Edit> edits = {
+      {"ppo_epochs: 1", "ppo_epochs: 2", "key 'ppo_epochs': must be 1 (megacpp-grpo updates once per rollout batch)"},
+      {"adv_estimator: grpo", "adv_estimator: reinforce", "key 'adv_estimator': must be grpo"},
+      {"kl_loss_coef: 0.001", "kl_loss_coef: 0.001\nuse_kl_loss: false", "key 'use_kl_loss': gives --kl-coef 0, another key gave it 0.001"},
+      {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",
+       "key 'actor_infer.strategy_args.strategy_config': megacpp generates with its own engine"},
+      {"  device_mapping: \"[2]\"", "  device_mapping: \"[3]\"",
+       "key 'actor_infer.device_mapping': the rollout shares actor_train's ranks (colocated) or takes the ranks right after them"},
+      {"kl_loss_type: low_var_kl", "kl_loss_type: low_var_kl\nreward_clip: 10", "key 'reward_clip': not read by megacpp-grpo (it reads seed"},
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    std::string text = kRlvrYaml;
+    text.replace(text.find(edits[i].find), edits[i].find.size(), edits[i].replace);
+    const std::string bad = testing::write_file(dir, "bad" + std::to_string(i) + ".yaml", text);
+    const auto run = grpo(3, prompts + " --rl-config-path " + bad, kArchitecture);
+    EXPECT_NE(run.status, 0) << text;
+    EXPECT_NE(run.output.find(bad + ":"), std::string::npos) << "names the file and line\n" << run.output;
+    EXPECT_NE(run.output.find(edits[i].expected), std::string::npos) << text << "\n" << run.output;
+  }
+  const auto twice = grpo(3, prompts + " --rl-config-path " + yaml + " --lr 1e-2", kArchitecture);
+  EXPECT_NE(twice.output.find("--lr is given on the command line and by " + yaml + "; keep one"), std::string::npos) << twice.output;
 }
 
 }  // namespace

@@ -1,0 +1,265 @@
+#include "rl/rlvr_config.h"
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include <yaml-cpp/yaml.h>
+
+namespace megacpp::rl {
+namespace {
+
+struct Reader {
+  std::string path;
+  YAML::Node root;
+  RlvrConfig config;
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    const std::string line = node.IsDefined() && !node.Mark().is_null() ? ":" + std::to_string(node.Mark().line + 1) : "";
+    throw std::invalid_argument(path + line + ": key '" + key + "': " + what);
+  }
+
+  // The scalar text of `node`, a ${name} taken from the top level.
+  std::string text(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(node, key, "expected a value");
+    const std::string value = node.Scalar();
+    static const std::regex reference(R"(\$\{([A-Za-z_][A-Za-z0-9_]*)\})");
+    std::smatch m;
+    if (!std::regex_match(value, m, reference)) return value;
+    const YAML::Node target = root[m[1].str()];
+    if (!target.IsDefined() || !target.IsScalar()) fail(node, key, value + " names no top-level value");
+    return target.Scalar();
+  }
+
+  // --name VALUE; a second key meaning the same flag must say the same.
+  void flag(const YAML::Node& node, const std::string& key, const std::string& name, const std::string& value) {
+    for (const auto& [given, earlier] : config.flags) {
+      if (given != name) continue;
+      if (earlier != value) fail(node, key, "gives --" + name + " " + value + ", another key gave it " + earlier);
+      return;
+    }
+    config.flags.emplace_back(name, value);
+  }
+  void flag(const YAML::Node& node, const std::string& key, const std::string& name) { flag(node, key, name, text(node, key)); }
+
+  std::vector<int> ranks(const YAML::Node& node, const std::string& key) const {
+    std::vector<int> ranks;
+    if (node.IsSequence()) {
+      for (const auto& item : node) ranks.push_back(std::stoi(text(item, key)));
+      return ranks;
+    }
+    const std::string value = text(node, key);
+    std::smatch m;
+    if (std::regex_match(value, m, std::regex(R"(\s*list\(range\(\s*(\d+)\s*,\s*(\d+)\s*\)\)\s*)"))) {
+      for (int r = std::stoi(m[1]); r < std::stoi(m[2]); ++r) ranks.push_back(r);
+      return ranks;
+    }
+    if (!std::regex_match(value, std::regex(R"(\s*\[[\d\s,]*\]\s*)"))) fail(node, key, "expected a list of ranks, \"[0, 1]\" or list(range(A,B))");
+    std::stringstream numbers(value.substr(value.find('[') + 1));
+    for (std::string n; std::getline(numbers, n, ',');) {
+      if (n.find_first_of("0123456789") != std::string::npos) ranks.push_back(std::stoi(n));
+    }
+    return ranks;
+  }
+
+  // `value` must be `expected` (as text): settings megacpp-grpo has one way of doing.
+  void require(const YAML::Node& node, const std::string& key, const std::string& expected, const std::string& why) const {
+    if (text(node, key) != expected) fail(node, key, "must be " + expected + " (" + why + ")");
+  }
+
+  void unknown(const YAML::Node& key_node, const std::string& key, const std::string& known) const {
+    fail(key_node, key, "not read by megacpp-grpo (it reads " + known + ")");
+  }
+
+  void top_level();
+  void actor_train(const YAML::Node& node, std::vector<int>& mapping);
+  void actor_infer(const YAML::Node& node, const std::vector<int>& trainers);
+  void reference(const YAML::Node& node, const std::vector<int>& trainers);
+  std::string strategy_name(const YAML::Node& strategy_args, const std::string& key) const;
+};
+
+std::string emitted(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << node;
+  return out.c_str();
+}
+
+std::string Reader::strategy_name(const YAML::Node& strategy_args, const std::string& key) const {
+  if (!strategy_args.IsMap() || !strategy_args["strategy_name"]) fail(strategy_args, key, "expected {strategy_name, strategy_config}");
+  return text(strategy_args["strategy_name"], key + ".strategy_name");
+}
+
+void Reader::top_level() {
+  static const std::map<std::string, std::string> as_flags = {
+      {"seed", "seed"}, {"max_steps", "train-iters"}, {"save_steps", "save-interval"}, {"eval_steps", "eval-interval"},
+      {"rollout_batch_size", "rollout-batch-size"}, {"num_return_sequences_in_group", "num-return-sequences-in-group"},
+      {"response_length", "response-length"}, {"pretrain", "init-from-hf-path"}, {"output_dir", "save"},
+      {"pg_clip", "clip-ratio"}, {"kl_loss_coef", "kl-coef"}, {"kl_loss_type", "kl-loss-type"}};
+  YAML::Node train, infer, ref, prompt_length;
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    const YAML::Node& v = item.second;
+    if (const auto found = as_flags.find(key); found != as_flags.end()) {
+      flag(v, key, found->second);
+    } else if (key == "prompt_length") {
+      prompt_length = v;
+    } else if (key == "use_kl_loss") {
+      if (text(v, key) == "false") flag(v, key, "kl-coef", "0");
+    } else if (key == "adv_estimator") {
+      require(v, key, "grpo", "megacpp-grpo's advantages are GRPO's, normalized within each group");
+    } else if (key == "ppo_epochs") {
+      require(v, key, "1", "megacpp-grpo updates once per rollout batch");
+    } else if (key == "add_token_level_kl") {
+      require(v, key, "false", "the KL is a loss term (kl_loss_coef), not part of the reward");
+    } else if (key == "actor_train") {
+      train = v;
+    } else if (key == "actor_infer") {
+      infer = v;
+    } else if (key == "reference") {
+      ref = v;
+    } else {
+      unknown(item.first, key, "seed, max_steps, save_steps, eval_steps, rollout_batch_size, num_return_sequences_in_group, "
+                               "prompt_length, response_length, pretrain, output_dir, pg_clip, use_kl_loss, kl_loss_coef, kl_loss_type, "
+                               "adv_estimator, ppo_epochs, add_token_level_kl, actor_train, actor_infer and reference");
+    }
+  }
+  if (prompt_length && root["response_length"]) {
+    const int64_t context = std::stoll(text(prompt_length, "prompt_length")) + std::stoll(text(root["response_length"], "response_length"));
+    flag(prompt_length, "prompt_length", "seq-length", std::to_string(context));
+  }
+  std::vector<int> trainers;
+  if (train) actor_train(train, trainers);
+  if (infer) actor_infer(infer, trainers);
+  if (ref) reference(ref, trainers);
+}
+
+void Reader::actor_train(const YAML::Node& node, std::vector<int>& mapping) {
+  YAML::Node document;
+  for (const auto& item : node) {
+    const std::string key = "actor_train." + item.first.Scalar(), name = item.first.Scalar();
+    const YAML::Node& v = item.second;
+    if (name == "model_args") {
+      document["model_args"] = v;
+    } else if (name == "strategy_args") {
+      const std::string strategy = strategy_name(v, key);
+      if (strategy != "fsdp2_train") fail(v, key + ".strategy_name", "megacpp trains with fsdp2_train, got '" + strategy + "'");
+      document["strategy_args"] = v;
+      flag(v, key, "use-torch-fsdp2", "true");
+    } else if (name == "training_args") {
+      for (const auto& arg : v) {
+        const std::string a = arg.first.Scalar(), akey = key + "." + a;
+        if (a == "learning_rate") flag(arg.second, akey, "lr");
+        else if (a == "weight_decay") flag(arg.second, akey, "weight-decay");
+        else if (a == "per_device_train_batch_size") flag(arg.second, akey, "ppo-micro-batch-size");
+        else if (a == "max_grad_norm") flag(arg.second, akey, "clip-grad");
+        else if (a == "warmup_steps") require(arg.second, akey, "0", "megacpp-grpo keeps the learning rate constant");
+        else unknown(arg.first, akey, "learning_rate, weight_decay, per_device_train_batch_size, max_grad_norm and warmup_steps (0)");
+      }
+    } else if (name == "device_mapping") {
+      mapping = ranks(v, key);
+      for (size_t r = 0; r < mapping.size(); ++r) {
+        if (mapping[r] != static_cast<int>(r)) fail(v, key, "the trainer takes the first ranks of the job, 0 to N - 1 in order");
+      }
+      config.trainer_ranks = static_cast<int>(mapping.size());
+    } else if (name == "infer_batch_size") {
+      flag(v, key, "infer-batch-size");
+    } else {
+      unknown(item.first, key, "model_args, strategy_args, training_args, device_mapping and infer_batch_size");
+    }
+  }
+  if (document["strategy_args"]) config.train_strategy_yaml = emitted(document);
+}
+
+void Reader::actor_infer(const YAML::Node& node, const std::vector<int>& trainers) {
+  for (const auto& item : node) {
+    const std::string key = "actor_infer." + item.first.Scalar(), name = item.first.Scalar();
+    const YAML::Node& v = item.second;
+    if (name == "generating_args") {
+      for (const auto& arg : v) {
+        const std::string a = arg.first.Scalar(), akey = key + "." + a;
+        if (a == "max_new_tokens") flag(arg.second, akey, "response-length");
+        else if (a == "top_p") flag(arg.second, akey, "top-p");
+        else if (a == "top_k") flag(arg.second, akey, "top-k");
+        else if (a == "temperature") flag(arg.second, akey, "temperature");
+        else if (a == "num_return_sequences") flag(arg.second, akey, "num-return-sequences-in-group");
+        else if (a == "num_beams") require(arg.second, akey, "1", "responses are sampled, not searched");
+        else unknown(arg.first, akey, "max_new_tokens, top_p, top_k, temperature, num_return_sequences and num_beams (1)");
+      }
+    } else if (name == "strategy_args") {
+      const std::string strategy = strategy_name(v, key);
+      if (strategy != "vllm" && strategy != "sglang" && strategy != "hf_infer") {
+        fail(v, key + ".strategy_name", "expected a generation strategy (vllm, sglang or hf_infer), got '" + strategy + "'");
+      }
+      const YAML::Node settings = v["strategy_config"];
+      if (settings && !settings.IsNull() && settings.size() > 0) {
+        fail(settings, key + ".strategy_config", "megacpp generates with its own engine (a KV cache, the sampling of generating_args), "
+                                                 "which takes none of " + strategy + "'s settings; remove strategy_config");
+      }
+    } else if (name == "device_mapping") {
+      const std::vector<int> mapping = ranks(v, key);
+      if (mapping == trainers) continue;  // colocated
+      for (size_t r = 0; r < mapping.size(); ++r) {
+        if (mapping[r] != static_cast<int>(trainers.size() + r)) {
+          fail(v, key, "the rollout shares actor_train's ranks (colocated) or takes the ranks right after them, in order");
+        }
+      }
+      flag(v, key, "rollout-ranks", std::to_string(mapping.size()));
+    } else if (name == "num_gpus_per_worker") {
+      require(v, key, "1", "each rollout worker is one rank");
+    } else {
+      unknown(item.first, key, "generating_args, strategy_args, device_mapping and num_gpus_per_worker (1); the rollout's model is the actor's");
+    }
+  }
+}
+
+void Reader::reference(const YAML::Node& node, const std::vector<int>& trainers) {
+  const YAML::Node train = root["actor_train"];
+  for (const auto& item : node) {
+    const std::string key = "reference." + item.first.Scalar(), name = item.first.Scalar();
+    const YAML::Node& v = item.second;
+    if (name == "strategy_args") {
+      const std::string strategy = strategy_name(v, key);
+      if (strategy != "fsdp2_infer") fail(v, key + ".strategy_name", "the reference runs fsdp2_infer, got '" + strategy + "'");
+      if (emitted(v["strategy_config"]) != emitted(train["strategy_args"]["strategy_config"])) {
+        fail(v, key + ".strategy_config", "differs from actor_train's: megacpp-grpo shards the reference as the actor, on its ranks");
+      }
+    } else if (name == "model_args") {
+      if (emitted(v) != emitted(train["model_args"])) fail(v, key, "differs from actor_train's: the reference is the actor's model");
+    } else if (name == "device_mapping") {
+      if (ranks(v, key) != trainers) fail(v, key, "the reference shares actor_train's ranks");
+    } else if (name == "infer_batch_size") {
+      flag(v, key, "infer-batch-size");
+    } else {
+      unknown(item.first, key, "strategy_args, model_args, device_mapping and infer_batch_size");
+    }
+  }
+}
+
+}  // namespace
+
+RlvrConfig read_rlvr_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("--rl-config-path " + path + ": cannot be read");
+  Reader reader{path, {}, {}};
+  try {
+    reader.root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument("--rl-config-path " + path + ": not valid YAML: " + e.what());
+  }
+  if (!reader.root.IsMap()) throw std::invalid_argument("--rl-config-path " + path + ": expected a mapping of ROLL's RLVR keys");
+  try {
+    reader.top_level();
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument("--rl-config-path " + path + ": " + e.what());
+  } catch (const std::logic_error& e) {  // std::stoi of a value that is no number
+    if (dynamic_cast<const std::invalid_argument*>(&e) && std::string(e.what()).rfind(path, 0) == 0) throw;
+    throw std::invalid_argument("--rl-config-path " + path + ": a number that is not one (" + e.what() + ")");
+  }
+  reader.config.source = path + " (actor_train)";
+  return reader.config;
+}
+
+}  // namespace megacpp::rl

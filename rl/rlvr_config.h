@@ -1,0 +1,28 @@
+// ROLL's RLVR pipeline YAML for megacpp-grpo (--rl-config-path): the keys ROLL's examples set
+// become the flags they mean (max_steps -> --train-iters, actor_train.training_args.learning_rate
+// -> --lr, actor_infer.generating_args.top_p -> --top-p, ...), and actor_train's model_args and
+// strategy_args (strategy_name fsdp2_train) are its FSDP2 config, read as --fsdp2-config-path
+// reads ROLL's layout. device_mapping places the workers: actor_infer on actor_train's ranks is
+// colocated, on the ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the
+// actor's ranks and strategy_config. ${key} takes a top-level key's value, as OmegaConf does. A
+// key megacpp does not read, or a setting it cannot honour (ppo_epochs above 1, an advantage
+// estimator other than grpo, vLLM's strategy_config), is refused naming the file, line and key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace megacpp::rl {
+
+struct RlvrConfig {
+  // (flag without dashes, value) in file order; a switch has the value "true".
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::string train_strategy_yaml;  // actor_train's {model_args, strategy_args}: an fsdp2 config ("" when absent)
+  std::string source;               // "FILE (actor_train)", for the FSDP2 reader's errors
+  int trainer_ranks = 0;            // how many ranks actor_train.device_mapping names (0: not given)
+};
+
+// Throws std::invalid_argument naming the file, line and key.
+RlvrConfig read_rlvr_config(const std::string& path);
+
+}  // namespace megacpp::rl
