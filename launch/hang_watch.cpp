@@ -62,8 +62,8 @@ std::string HangWatch::describe(const Watched& w, Clock::time_point now) const {
   const size_t space = w.last_beat.find(' ');
   const std::string phase = space == std::string::npos ? w.last_beat : w.last_beat.substr(space + 1);
   return "rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ", " +
-         (is_stopped(w.pid) ? "stopped by a signal" : "state " + std::string(1, process_state(w.pid))) + ") in '" + phase +
-         "' for " + std::to_string(idle) + " s";
+         (is_stopped(w.pid) ? "stopped by a signal" : "state " + std::string(1, process_state(w.pid))) + ") " +
+         (phase.empty() ? std::string("before its first heartbeat") : "in '" + phase + "'") + " for " + std::to_string(idle) + " s";
 }
 
 void HangWatch::read_beats(Clock::time_point now) {
@@ -87,8 +87,11 @@ std::optional<std::string> HangWatch::check() {
   if (!hung) return std::nullopt;
   std::vector<const Watched*> at_fault, waiting;
   for (const Watched& w : ranks_) {
-    if (w.last_beat.empty()) continue;
-    (is_stopped(w.pid) ? at_fault : waiting).push_back(&w);
+    if (is_stopped(w.pid)) {
+      at_fault.push_back(&w);  // even before its first heartbeat: the others may be waiting for it to join
+    } else if (!w.last_beat.empty()) {
+      waiting.push_back(&w);
+    }
   }
   if (at_fault.empty()) {  // nothing stopped: every rank without progress for the timeout
     for (const Watched* w : waiting) {
@@ -115,7 +118,7 @@ std::optional<std::string> HangWatch::behind(int failed_rank) {
   const auto beats = [](const Watched& w) { return std::strtoull(w.last_beat.c_str(), nullptr, 10); };
   std::string report;
   for (const Watched& w : ranks_) {
-    if (w.rank == failed_rank || w.last_beat.empty()) continue;
+    if (w.rank == failed_rank || (w.last_beat.empty() && !is_stopped(w.pid))) continue;
     if (is_stopped(w.pid) || beats(w) < beats(*failed)) report += (report.empty() ? "" : "; ") + describe(w, now);
   }
   if (report.empty()) return std::nullopt;

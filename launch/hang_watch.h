@@ -5,8 +5,9 @@
 // megacpp-train rewrites whenever it moves on (training/heartbeat.h); the launcher reads
 // them as it polls. When a rank's file has not changed for --hang-timeout-seconds, the launcher
 // names the rank at fault, with its pid and its last phase, and stops the job: a rank that is
-// stopped (state T in /proc) if there is one, else every rank that made no progress. A program
-// that never writes its file (not megacpp-train) is not watched.
+// stopped (state T in /proc) if there is one (even one stopped before its first heartbeat, which
+// the others wait for to join), else every rank that made no progress. A program that never
+// writes its file (not megacpp-train) does not start the clock.
 //
 // Without --hang-timeout-seconds the files are written and read all the same, and only the
 // job's end differs: the collective timeout (--distributed-timeout-minutes) fails a rank that

@@ -2,14 +2,21 @@
 // rollout colocated on 2 ranks and on a rank of its own beside 2 trainer ranks, it logs the
 // held-out evaluation before and after and one line per step, saves the actor where
 // megacpp-train's --load reads it, and a saved run resumes at its iteration; bad input is refused
-// naming the flag, file and line, with nothing saved.
+// naming the flag, file and line, with nothing saved; ROLL's RLVR YAML runs as the flags it
+// means; a rollout worker that never joins is named within the hang timeout.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "tests/support/command.h"
+#include "tests/support/distributed_test.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -189,6 +196,32 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
   }
   const auto twice = grpo(3, prompts + " --rl-config-path " + yaml + " --lr 1e-2", kArchitecture);
   EXPECT_NE(twice.output.find("--lr is given on the command line and by " + yaml + "; keep one"), std::string::npos) << twice.output;
+}
+
+// A rollout worker that never joins (stopped before its rendezvous) is named by megacpp-run with
+// its phase within --hang-timeout-seconds, and the job ends.
+TEST(GrpoProgram, ARolloutWorkerThatNeverJoinsIsNamedWithinTheHangTimeout) {
+  const std::string dir = testing::scratch_dir();
+  std::vector<std::string> argv{MEGACPP_RUN_BINARY, "--nproc-per-node", "3", "--master-port", "0", "--hang-timeout-seconds", "4",
+                                MEGACPP_GRPO_BINARY};
+  std::istringstream words(kModel + " --prompts " + write_prompts(dir, "train.jsonl", 8) + " --rollout-ranks 1 --train-iters 2 --response-length 3");
+  for (std::string w; words >> w;) argv.push_back(w);
+  testing::StreamingProcess job(argv);
+  pid_t worker = -1;
+  for (int polls = 0; worker < 0 && polls < 2000; ++polls) {
+    for (pid_t child : testing::child_pids(job.pid())) {
+      if (testing::initial_environment_value(child, "RANK") == "2") worker = child;
+    }
+    if (worker < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(worker, 0) << job.output();
+  ::kill(worker, SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.wait(std::chrono::seconds(60))) << job.output();
+  const double seconds = std::chrono::duration<double>(job.exit_time() - stopped).count();
+  EXPECT_NE(job.exit_code(), 0);
+  EXPECT_NE(job.output().find("rank 2 (pid " + std::to_string(worker) + ", stopped by a signal)"), std::string::npos) << job.output();
+  EXPECT_LT(seconds, 4 + 1 + 5 + 5) << "timeout, a poll, the grace period and some slack";
 }
 
 }  // namespace
