@@ -12,6 +12,7 @@ DeviceMesh DeviceMesh::single() {
   mesh.fsdp_ = Group::single(0);
   mesh.ddp_ = Group::single(0);
   mesh.ulysses_ = Group::single(0);
+  mesh.tp_ = Group::single(0);
   return mesh;
 }
 
@@ -38,6 +39,8 @@ DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, const ParallelDims& di
     throw std::invalid_argument("a mesh for " + std::to_string(dims.world) + " ranks (" + dims.describe() + ") on a world of " +
                                 std::to_string(runtime.world_size()));
   }
+  if (dims.tp > 1 && dims.cp > 1) throw std::invalid_argument("a mesh with both Ulysses (" + std::to_string(dims.cp) + ") and TP (" +
+                                                              std::to_string(dims.tp) + "): not supported yet");
   DeviceMesh mesh;
   mesh.dims_ = dims;
   const bool member = runtime.rank() < dims.world;
@@ -47,17 +50,31 @@ DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, const ParallelDims& di
   // A group of its own even when it spans the world: its all-to-alls never queue behind the
   // reduce-scatters FSDP leaves in flight.
   mesh.ulysses_ = dims.cp == 1 ? single : consecutive_groups(runtime, dims.world, dims.cp);
+  mesh.tp_ = dims.tp == 1 ? single : consecutive_groups(runtime, dims.world, dims.tp);
   mesh.ddp_ = single;
-  if (!dims.is_hsdp()) {
+  if (!dims.is_hsdp() && dims.tp == 1) {
     mesh.fsdp_ = dims.world == runtime.world_size() ? runtime.world() : consecutive_groups(runtime, dims.world, dims.world);
     return mesh;
   }
-  mesh.fsdp_ = consecutive_groups(runtime, dims.world, dims.dp_shard);
+  // rank = (replica * dp_shard + shard) * tp + tp_index: one fsdp group per (replica, tp_index),
+  // one ddp group per (shard, tp_index).
+  for (int r = 0; r < dims.dp_replicate; ++r) {
+    for (int t = 0; t < dims.tp; ++t) {
+      std::vector<int> ranks;
+      for (int f = 0; f < dims.dp_shard; ++f) ranks.push_back((r * dims.dp_shard + f) * dims.tp + t);
+      Group group = runtime.new_group(ranks);
+      if (group.contains_me()) mesh.fsdp_ = group;
+    }
+  }
+  if (!member) mesh.fsdp_ = outside;
+  if (!dims.is_hsdp()) return mesh;
   for (int f = 0; f < dims.dp_shard; ++f) {
-    std::vector<int> ranks;
-    for (int d = 0; d < dims.dp_replicate; ++d) ranks.push_back(d * dims.dp_shard + f);
-    Group group = runtime.new_group(ranks);
-    if (group.contains_me()) mesh.ddp_ = group;
+    for (int t = 0; t < dims.tp; ++t) {
+      std::vector<int> ranks;
+      for (int r = 0; r < dims.dp_replicate; ++r) ranks.push_back((r * dims.dp_shard + f) * dims.tp + t);
+      Group group = runtime.new_group(ranks);
+      if (group.contains_me()) mesh.ddp_ = group;
+    }
   }
   return mesh;
 }

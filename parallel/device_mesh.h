@@ -2,6 +2,10 @@
 // for HSDP, a 2-D mesh (ddp, fsdp) with rank = ddp_index * fsdp_size + fsdp_index, so the
 // ranks of one shard group are contiguous (as in torch's init_device_mesh).
 //
+// With tensor parallelism (dims.tp > 1) the TP groups are consecutive ranks and the fsdp and ddp
+// groups stride over them: rank = (ddp_index * fsdp_size + fsdp_index) * tp + tp_index
+// (Megatron's order: on 4 ranks with tp 2, TP {0, 1} {2, 3}, fsdp {0, 2} {1, 3}).
+//
 // Ulysses sequence parallelism (ROLL's ulysses_size) groups consecutive ranks, rank =
 // data_index * ulysses_size + ulysses_index, independently of the fsdp/ddp layout: the ranks of
 // a Ulysses group read the same samples (one data-parallel rank) and each computes a slice of
@@ -35,6 +39,7 @@ class DeviceMesh {
   const Group& fsdp() const { return fsdp_; }  // shards parameters
   const Group& ddp() const { return ddp_; }    // replicates shards (size 1 unless HSDP)
   const Group& ulysses() const { return ulysses_; }  // splits each sequence (size 1 without)
+  const Group& tp() const { return tp_; }            // splits each layer's weights (size 1 without)
   const ParallelDims& dims() const { return dims_; }
   int world_size() const { return dims_.world; }
   // Ranks that read different samples; gradients summed over all ranks are divided by it.
@@ -49,6 +54,7 @@ class DeviceMesh {
   Group fsdp_;
   Group ddp_;
   Group ulysses_;
+  Group tp_;
 };
 
 }  // namespace megacpp::parallel

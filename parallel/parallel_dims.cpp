@@ -29,6 +29,7 @@ std::string ParallelDims::describe() const {
   std::string text = is_hsdp() ? "HSDP (ddp=" + std::to_string(dp_replicate) + ", fsdp=" + std::to_string(dp_shard) + ")"
                                : "FSDP (fsdp=" + std::to_string(dp_shard) + ")";
   if (cp > 1) text += ", Ulysses " + std::to_string(cp) + " (data-parallel " + std::to_string(data_parallel_size()) + ")";
+  if (tp > 1) text += ", TP " + std::to_string(tp) + " (data-parallel " + std::to_string(data_parallel_size()) + ")";
   return text;
 }
 

@@ -97,5 +97,39 @@ TEST(DeviceMesh, LayoutsAndErrors) {
   });
 }
 
+// Tensor parallelism innermost, as Megatron orders it: on 4 ranks with tp 2, TP {0, 1} {2, 3} and
+// fsdp {0, 2} {1, 3}; with HSDP 2 x 1 x tp 2 the replicas are {0, 2} {1, 3}. All-reduces over
+// each group sum what they should.
+TEST(DeviceMesh, TensorParallelIsInnermostBesideFsdpAndHsdp) {
+  testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
+    parallel::ParallelDims dims;
+    dims.world = 4;
+    dims.tp = 2;
+    dims.dp_shard = 2;
+    const auto mesh = parallel::DeviceMesh::build(rt, dims);
+    const int q = rt.rank() / 2, t = rt.rank() % 2;
+    EXPECT_EQ(mesh.tp().global_ranks, (std::vector<int>{2 * q, 2 * q + 1}));
+    EXPECT_EQ(mesh.fsdp().global_ranks, (std::vector<int>{t, t + 2}));
+    EXPECT_EQ(mesh.ddp().size(), 1);
+    EXPECT_EQ(mesh.data_parallel_size(), 2);
+    EXPECT_EQ(mesh.data_parallel_rank(), q);
+    EXPECT_EQ(mesh.describe(), "FSDP (fsdp=2), TP 2 (data-parallel 2)");
+    at::Tensor x = torch::full({1}, static_cast<float>(rt.rank()));
+    parallel::all_reduce(mesh.tp(), x, ReduceOp::kSum).wait();
+    EXPECT_EQ(x.item<float>(), static_cast<float>(4 * q + 1));
+
+    dims.dp_shard = 1;
+    dims.dp_replicate = 2;
+    const auto hsdp = parallel::DeviceMesh::build(rt, dims);
+    EXPECT_EQ(hsdp.tp().global_ranks, (std::vector<int>{2 * q, 2 * q + 1}));
+    EXPECT_EQ(hsdp.fsdp().size(), 1);
+    EXPECT_EQ(hsdp.ddp().global_ranks, (std::vector<int>{t, t + 2}));
+    EXPECT_EQ(hsdp.data_parallel_rank(), q);
+    at::Tensor y = torch::full({1}, static_cast<float>(rt.rank()));
+    parallel::all_reduce(hsdp.ddp(), y, ReduceOp::kSum).wait();
+    EXPECT_EQ(y.item<float>(), static_cast<float>(2 * t + 2));
+  });
+}
+
 }  // namespace
 }  // namespace megacpp
