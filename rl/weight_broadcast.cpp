@@ -212,22 +212,18 @@ WeightSyncStats WeightSender::send() {
   ChunkedStream chunks(groups_.sync, stream_bytes(stream_), chunk_capacity(options_), options_.device);
   std::string failure, parameter;
   size_t i = 0;
-  for (const auto& item : trainer_.named_parameters(/*recurse=*/true)) {
-    const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
-    const at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
-    stats.tensors += 1;
+  for_each_full_parameter(trainer_, stats, [&](const std::string& name, const at::Tensor& full) {
     stats.bytes += full.numel() * static_cast<int64_t>(full.element_size());
-    if (sharded) stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
-    if (!sender || !failure.empty()) continue;
+    if (!sender || !failure.empty()) return;
     const SentParameter& sent = stream_.at(i++);
     try {
       parameter = sent.name;
-      if (sent.name != item.key() || full.scalar_type() != sent.dtype) throw std::logic_error("the parameter changed since the handshake");
+      if (sent.name != name || full.scalar_type() != sent.dtype) throw std::logic_error("the parameter changed since the handshake");
       chunks.put(full.contiguous().view({-1}).view(torch::kUInt8), sent.offset);
     } catch (const std::exception& e) {
       failure = where(chunks.current(), chunks.chunks(), parameter, false) + ": " + e.what();
     }
-  }
+  });
   bool acknowledging = false;
   if (sender && failure.empty()) {
     try {

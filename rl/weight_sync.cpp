@@ -32,6 +32,18 @@ void check_same_model(torch::nn::Module& a, const std::string& a_name, torch::nn
   }
 }
 
+void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
+                             const std::function<void(const std::string&, const at::Tensor&)>& each) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
+    const at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
+    stats.tensors += 1;
+    if (sharded) stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
+    each(item.key(), full);
+  }
+}
+
 WeightSyncStats sync_colocated_weights(torch::nn::Module& trainer, torch::nn::Module& rollout) {
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -42,15 +54,11 @@ WeightSyncStats sync_colocated_weights(torch::nn::Module& trainer, torch::nn::Mo
   WeightSyncStats stats;
   torch::NoGradGuard no_grad;
   auto targets = rollout.named_parameters(/*recurse=*/true);
-  for (const auto& item : trainer.named_parameters(/*recurse=*/true)) {
-    const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
-    const at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
-    at::Tensor& target = targets[item.key()];
+  for_each_full_parameter(trainer, stats, [&](const std::string& name, const at::Tensor& full) {
+    at::Tensor& target = targets[name];
     target.copy_(full);
-    stats.tensors += 1;
     stats.bytes += target.numel() * static_cast<int64_t>(target.element_size());
-    if (sharded) stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
-  }
+  });
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

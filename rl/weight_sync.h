@@ -9,7 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+namespace at {
+class Tensor;
+}
 
 namespace torch::nn {
 class Module;
@@ -29,6 +34,12 @@ struct WeightSyncStats {
 // way round) or whose full shapes (sharded or not) differ; `a_name` and `b_name` say which model
 // is which ("trained", "rollout").
 void check_same_model(torch::nn::Module& a, const std::string& a_name, torch::nn::Module& b, const std::string& b_name);
+
+// Calls `each(name, full)` for every parameter of `model` in order, `full` gathered from its FSDP2
+// shards (collective over its shard group) or the parameter itself when unsharded, one at a time;
+// counts the tensors and the largest gathered in `stats`.
+void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
+                             const std::function<void(const std::string&, const at::Tensor&)>& each);
 
 // Loads `trainer`'s full parameters (sharded by FSDP2 or not) into `rollout`'s (an unsharded
 // model of the same family and shape, on any device, any floating dtype), by name. Collective
