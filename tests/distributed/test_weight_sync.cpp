@@ -60,6 +60,7 @@ TEST(WeightSync, RolloutCopyEqualsTheGatheredWeightsAfterEveryStep) {
     models::LlamaConfig other = config;
     other.ffn_hidden_size = 24;
     models::LlamaModel wrong(other, fp32);
+    wrong.init_weights(0.2, 11);  // torch::empty's memory may hold NaN, which equals nothing
     const at::Tensor before = wrong.named_parameters()["embed_tokens.weight"].clone();
     try {
       rl::sync_colocated_weights(*trainer, wrong);
