@@ -103,7 +103,7 @@ class InferRun {
     heartbeat_.beat("building, sharding and loading the model");
     model_ = training::build_model(args_, setup_.device);
     training::parallelize_model(*model_, setup_, args_, /*initialize=*/false);  // the weights are loaded
-    training::load_model_weights(args_, *setup_.mesh, setup_.runtime->rank(), *model_);
+    training::load_model_weights(args_, *setup_.mesh, *model_);
     log_start();
     const auto start = Clock::now();
     score_all();

@@ -49,6 +49,13 @@ class FSDP2Mixin {
   virtual std::string ulysses_refusal() const {
     return "it does not say that it runs on slices of each sequence (FSDP2Mixin::ulysses_refusal)";
   }
+  // Why this model cannot split its layers over tensor-parallel ranks (Note [Tensor parallelism]
+  // in parallel/tensor_parallel.h), or "" when it can: its transformer layers are then
+  // models::Attention and models::SwiGLUMLP, which apply_tensor_parallel (models/tensor_parallel.h)
+  // splits as Megatron does, and nothing else reads their projections' outputs. Default: a refusal.
+  virtual std::string tensor_parallel_refusal() const {
+    return "it does not say that its layers split over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)";
+  }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight

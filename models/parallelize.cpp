@@ -11,6 +11,7 @@
 #include "models/long_context.h"
 #include "models/module_path.h"
 #include "models/sharding_plan.h"
+#include "models/tensor_parallel.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/recompute.h"
 
@@ -32,6 +33,12 @@ bool freeze(Parallelization& p) {
 bool ulysses(Parallelization& p) {
   if (p.mesh.ulysses().size() <= 1) return false;
   apply_ulysses(p.model, p.mesh.ulysses(), p.settings.ulysses_setting);
+  return true;
+}
+
+bool tensor_parallel(Parallelization& p) {
+  if (p.mesh.tp().size() <= 1) return false;
+  apply_tensor_parallel(p.model, p.mesh.tp(), p.settings.tensor_parallel_setting);
   return true;
 }
 
@@ -170,7 +177,8 @@ void insert_pass_before(std::vector<ParallelizePass>& passes, const std::string&
 
 std::vector<ParallelizePass> default_passes() {
   return {{"lora", lora},           {"freeze", freeze},
-          {"ulysses", ulysses},     {"tiled_mlp", tiled_mlp},
+          {"ulysses", ulysses},     {"tensor_parallel", tensor_parallel},
+          {"tiled_mlp", tiled_mlp},
           {"initialize_full", initialize_full},
           {"sharding_plan", sharding_plan},
           {"recompute", recompute}, {"expert_patch", expert_patch},

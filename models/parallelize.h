@@ -4,6 +4,7 @@
 //   lora              adapters on the targeted Linears, the rest frozen (Note [LoRA])
 //   freeze            freeze_module_prefix (models/freeze.h)
 //   ulysses           attention split by heads over the mesh's Ulysses group (models/long_context.h)
+//   tensor_parallel   attention and MLPs split over the mesh's TP group (models/tensor_parallel.h)
 //   tiled_mlp         dense MLPs run tile by tile (models/long_context.h)
 //   initialize_full   the weights initialized, when the model holds them (not on the meta device)
 //   sharding_plan     which modules are groups, recomputed, ignored (the final module tree)
@@ -44,6 +45,7 @@ struct ParallelizeSettings {
   bool shard = true;                      // --use-torch-fsdp2: the sharding passes run
   c10::Device device = c10::kCPU;         // where the shards live
   std::string ulysses_setting = "ulysses_size";  // how the Ulysses size was given, for messages
+  std::string tensor_parallel_setting = "tensor_parallel_size";  // how the TP size was given, for messages
   std::function<void()> initialize;       // the weights' initialization; none: left as allocated
 };
 

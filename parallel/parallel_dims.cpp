@@ -13,13 +13,23 @@ void require_divides(int size, int world, const std::string& name, const std::st
 
 }  // namespace
 
-ParallelDims ParallelDims::resolve(int world, int shard, int cp, const std::string& shard_name, const std::string& cp_name) {
+ParallelDims ParallelDims::resolve(int world, int shard, int cp, const std::string& shard_name, const std::string& cp_name,
+                                   int tp, const std::string& tp_name) {
   if (world < 1) throw std::invalid_argument("a world of " + std::to_string(world) + " ranks");
+  require_divides(tp, world, tp_name, "each layer's weights are split over that many consecutive ranks");
+  if (tp > 1 && cp > 1) {
+    throw std::invalid_argument(tp_name + "=" + std::to_string(tp) + " with " + cp_name + "=" + std::to_string(cp) +
+                                ": tensor parallelism beside Ulysses is not supported yet");
+  }
   ParallelDims dims;
   dims.world = world;
-  dims.dp_shard = shard <= 1 || shard >= world ? world : shard;
-  require_divides(dims.dp_shard, world, shard_name, "use a divisor of the world size (HSDP) or -1 for full sharding");
-  dims.dp_replicate = world / dims.dp_shard;
+  dims.tp = tp;
+  const int data_ranks = world / tp;
+  dims.dp_shard = shard <= 1 || shard >= data_ranks ? data_ranks : shard;
+  require_divides(dims.dp_shard, data_ranks, shard_name,
+                  tp > 1 ? "use a divisor of the world size over " + tp_name + " (HSDP) or -1 for full sharding"
+                         : "use a divisor of the world size (HSDP) or -1 for full sharding");
+  dims.dp_replicate = data_ranks / dims.dp_shard;
   require_divides(cp, world, cp_name, "each sequence is split over that many consecutive ranks");
   dims.cp = cp;
   return dims;

@@ -6,7 +6,7 @@
 // sequence (Ulysses context parallelism); the world / cp data-parallel ranks read different
 // samples. Tensor parallelism is the innermost dimension, as Megatron and torchtitan order it:
 // rank = (replica * dp_shard + shard) * tp + tp_index, so dp_replicate x dp_shard x tp = world
-// and the ranks of one TP group are consecutive (no flag sets tp above 1 yet; issue 33).
+// and the ranks of one TP group are consecutive (--tensor-model-parallel-size).
 #pragma once
 
 #include <string>
@@ -20,11 +20,13 @@ struct ParallelDims {
   int cp = 1;            // the ranks one sequence is split over (Ulysses)
   int tp = 1;            // the ranks one layer's weights are split over (tensor parallelism)
 
-  // `shard` <= 1 or >= world: full sharding over the world; otherwise HSDP with
-  // dp_replicate = world / shard. Throws when `shard` or `cp` does not divide the world, naming
-  // them as `shard_name` and `cp_name` (a YAML key, a flag, "in FILE").
+  // `shard` <= 1 or >= world / tp: full sharding over the data-parallel ranks; otherwise HSDP
+  // with dp_replicate = world / tp / shard. Throws when `tp` or `cp` does not divide the world or
+  // `shard` the world / tp, naming them as `tp_name`, `shard_name` and `cp_name` (a YAML key, a
+  // flag, "in FILE"), and for both cp and tp above 1 (not supported).
   static ParallelDims resolve(int world, int shard, int cp = 1, const std::string& shard_name = "sharding_size",
-                              const std::string& cp_name = "ulysses_size");
+                              const std::string& cp_name = "ulysses_size", int tp = 1,
+                              const std::string& tp_name = "--tensor-model-parallel-size");
 
   int data_parallel_size() const { return world / (cp * tp); }  // ranks that read different samples
   bool is_hsdp() const { return dp_replicate > 1; }

@@ -3,15 +3,10 @@
 #include <torch/torch.h>
 
 #include "parallel/collectives.h"
+#include "parallel/group_capsule.h"
 
 namespace megacpp::parallel {
 namespace {
-
-// Holds the group for backward (autograd's saved data takes IValues).
-struct GroupHolder : torch::CustomClassHolder {
-  explicit GroupHolder(Group g) : group(std::move(g)) {}
-  Group group;
-};
 
 // Sends block j of [p, ...] to rank j and returns what rank j sent as block j.
 at::Tensor exchange_blocks(const at::Tensor& blocks, const Group& group) {

@@ -49,6 +49,10 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
            std::to_string(o.response_length));
   }
   if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
+  if (args.tensor_model_parallel_size > 1) {
+    refuse("--tensor-model-parallel-size: GRPO's weight sync and rollout take whole FSDP2 gathers, not tensor-parallel "
+           "slices, yet");
+  }
   if (args.lora.rank > 0) refuse("--lora-rank: the rollout would need the adapters merged into its weights, which megacpp-grpo does not do yet");
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
 }
@@ -170,7 +174,7 @@ void GrpoRun::build_trainer() {
   if (!args_.load.empty()) {
     progress_ = checkpointer_->load(*actor_, *optimizer_);
   } else if (has_weights) {
-    training::load_model_weights(args_, *setup_.mesh, setup_.runtime->rank(), *actor_);
+    training::load_model_weights(args_, *setup_.mesh, *actor_);
   }
   if (options_.kl_coef > 0) {
     settings::TrainingArguments reference = args_;
@@ -181,7 +185,7 @@ void GrpoRun::build_trainer() {
     const bool loads = !reference.load.empty() || !reference.init_from_hf_path.empty();
     reference_ = training::build_model(reference, setup_.device);
     training::parallelize_model(*reference_, setup_, reference, /*initialize=*/!loads);
-    if (loads) training::load_model_weights(reference, *setup_.mesh, setup_.runtime->rank(), *reference_);
+    if (loads) training::load_model_weights(reference, *setup_.mesh, *reference_);
     for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   }
   if (groups_) {

@@ -20,7 +20,6 @@ const CompatibleFlag kCompatible[] = {
     {"transformer-impl", "local|transformer_engine", "megacpp computes every layer itself", nullptr},
     {"rotary-percent", "1.0", "rotary embeddings cover the whole head dimension", nullptr},
     {"group-query-attention", nullptr, "query groups are set by --num-query-groups", nullptr},
-    {"tensor-model-parallel-size", "1", "megacpp has no tensor parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
     {"pipeline-model-parallel-size", "1", "megacpp has no pipeline parallelism; FSDP2 shards instead (--use-torch-fsdp2)", nullptr},
     {"spec", "mindspeed_llm.tasks.models.spec.qwen3_spec layer_spec",
      "the llama family computes Qwen3's layer (its QK norm with --qk-layernorm, as MindSpeed's scripts give it)", nullptr},
@@ -30,7 +29,8 @@ const CompatibleFlag kCompatible[] = {
      nullptr},
     {"moe-permutation-async-comm", nullptr, "MindSpeed's overlap of the expert-parallel token exchange; megacpp has no expert "
      "parallelism, so no exchange", nullptr},
-    {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split", nullptr},
+    {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split (with a larger "
+     "--tensor-model-parallel-size it is refused: not supported yet)", nullptr},
     {"use-cp-send-recv-overlap", nullptr, "ring attention's (megatron_cp_algo's) overlap of its block exchange; megacpp's "
      "context parallelism is Ulysses (--context-parallel-algo megatron_cp_algo is refused with a context parallel size above 1), "
      "which exchanges no ring blocks", nullptr},
@@ -60,7 +60,8 @@ const CompatibleFlag kCompatible[] = {
     {"cross-entropy-loss-fusion", nullptr, "megacpp fuses the cross-entropy on the CPU (off only with --no-kernel-fusion)", nullptr},
     {"overlap-grad-reduce", nullptr, "FSDP2 reduce-scatters each group's gradients as its backward ends", nullptr},
     {"overlap-param-gather", nullptr, "FSDP2 prefetches gathers (num_to_forward_prefetch in fsdp2_config.yaml)", nullptr},
-    {"no-async-tensor-model-parallel-allreduce", nullptr, "megacpp has no tensor parallelism", nullptr},
+    {"no-async-tensor-model-parallel-allreduce", nullptr, "megacpp's tensor-parallel all-reduces are not overlapped "
+     "with the weight gradients' computation", nullptr},
     {"manual-gc", nullptr, "C++ has no garbage collector to pause", nullptr},
     {"manual-gc-interval", "*", "C++ has no garbage collector to pause", nullptr},
     {"log-throughput", nullptr, "every iteration line shows tokens per second and TFLOP/s", nullptr},
@@ -120,9 +121,12 @@ const RefusedFlag kRefused[] = {
                         "full)"},
     {"recompute-in-*", "MindSpeed's pipeline-bubble recompute; megacpp has no pipeline parallelism"},
     {"memory-fragmentation", "MindSpeed's NPU memory allocator; megacpp uses libtorch's"},
-    {"enable-overlap-*", "MindSpeed's tensor-parallel overlap; megacpp has no tensor parallelism"},
-    {"use-nd-matmul", "MindSpeed's ND tensor parallelism; megacpp has no tensor parallelism"},
-    {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp has no tensor parallelism"},
+    {"enable-overlap-*", "MindSpeed's tensor-parallel overlap; megacpp's tensor parallelism does not overlap its "
+                         "all-reduces"},
+    {"use-nd-matmul", "MindSpeed's ND tensor parallelism; megacpp's tensor parallelism is Megatron's 1-D split "
+                      "(--tensor-model-parallel-size)"},
+    {"tp-2d", "MindSpeed's 2-D tensor parallelism; megacpp's tensor parallelism is Megatron's 1-D split "
+              "(--tensor-model-parallel-size)"},
     {"enable-high-availability", "MindSpeed's high-availability feature; megacpp's fault handling is docs/failures.md"},
     // MindSpeed-LLM's fine-tuning and model flags.
     {"prompt-type-path", "a file of templates for --prompt-type; megacpp's templates are its named ones and the tokenizer "

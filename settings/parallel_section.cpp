@@ -18,6 +18,8 @@ void declare_parallel_flags(cxxopts::Options& o) {
       ("distributed-timeout-minutes", "timeout of rendezvous and collectives", cxxopts::value<std::string>()->default_value("10"))
       ("context-parallel-size", "split each sequence over this many consecutive ranks (Ulysses; ROLL's ulysses_size)",
        cxxopts::value<std::string>()->default_value("1"))
+      ("tensor-model-parallel-size", "split each layer's weights over this many consecutive ranks (Megatron's tensor "
+       "parallelism, beside FSDP2)", cxxopts::value<std::string>()->default_value("1"))
       ("context-parallel-algo", "ulysses_cp_algo (DeepSpeed-Ulysses: attention trades the sequence split for a head split)",
        cxxopts::value<std::string>()->default_value("ulysses_cp_algo"))
       ("recompute-granularity", "full: recompute whole layers in backward (with --recompute-method); selective: each "
@@ -64,6 +66,7 @@ void check_parallel_flags(const TrainingArguments& a) {
               std::to_string(kMaxTimeoutMinutes) + " (100 years; libtorch's deadlines overflow past ~292)");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
+  require(a.tensor_model_parallel_size >= 1, "--tensor-model-parallel-size must be >= 1");
   require(!a.grad_reduce_in_bf16 || a.use_torch_fsdp2, "--grad-reduce-in-bf16 needs --use-torch-fsdp2 (FSDP2 reduces the gradients)");
 }
 
@@ -83,6 +86,12 @@ void read_parallel_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.distributed_timeout_minutes = flag_number<int>(r, "distributed-timeout-minutes");
   a.context_parallel_size = flag_number<int>(r, "context-parallel-size");
   a.context_parallel_algo = r["context-parallel-algo"].as<std::string>();
+  a.tensor_model_parallel_size = flag_number<int>(r, "tensor-model-parallel-size");
+  if (a.tensor_model_parallel_size > 1 && r.count("sequence-parallel")) {
+    throw std::invalid_argument("--sequence-parallel with --tensor-model-parallel-size " + std::to_string(a.tensor_model_parallel_size) +
+                                ": not supported yet (the norms would run on slices of the sequence); drop it, the losses "
+                                "are the same");
+  }
   a.recompute_granularity = r["recompute-granularity"].as<std::string>();
   if (r["recompute-activations"].as<bool>()) {  // Megatron: recompute_activations sets the granularity
     if (!a.recompute_granularity.empty() && a.recompute_granularity != "selective") {

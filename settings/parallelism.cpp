@@ -35,9 +35,13 @@ std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& co
 }
 
 parallel::ParallelDims parallel_dims(const TrainingArguments& args, const FSDP2Config& config, int world) {
-  if (!args.use_torch_fsdp2) return parallel::ParallelDims{};
+  if (!args.use_torch_fsdp2) {  // one rank (more turn FSDP2 on): a TP size above 1 does not divide it
+    if (args.tensor_model_parallel_size > 1) parallel::ParallelDims::resolve(world, 1, 1, "", "", args.tensor_model_parallel_size);
+    return parallel::ParallelDims{};
+  }
   return parallel::ParallelDims::resolve(world, config.sharding_size, config.ulysses_size, "sharding_size",
-                                         args.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size");
+                                         args.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size",
+                                         args.tensor_model_parallel_size);
 }
 
 models::ParallelizeSettings parallelize_settings(const FSDP2Config& config) {
@@ -55,6 +59,7 @@ models::ParallelizeSettings parallelize_settings(const TrainingArguments& args, 
   settings.lora = args.lora;
   settings.shard = args.use_torch_fsdp2;
   settings.ulysses_setting = ulysses_setting(args, config);
+  settings.tensor_parallel_setting = "--tensor-model-parallel-size " + std::to_string(args.tensor_model_parallel_size);
   return settings;
 }
 

@@ -109,6 +109,9 @@ struct TrainingArguments {
   // Megatron's --context-parallel-size with MindSpeed's --context-parallel-algo: megacpp's
   // context parallelism is Ulysses (ulysses_cp_algo; fsdp2_config.yaml's ulysses_size).
   int context_parallel_size = 1;
+  // Megatron's --tensor-model-parallel-size: each layer's weights split over that many
+  // consecutive ranks (Note [Tensor parallelism] in parallel/tensor_parallel.h), beside FSDP2.
+  int tensor_model_parallel_size = 1;
   std::string context_parallel_algo = "ulysses_cp_algo";
   // Megatron's activation recompute of whole layers (mapped onto fsdp2_config.yaml's
   // recompute_modules by settings/fsdp2_config_from_args.h).

@@ -12,13 +12,36 @@
 #include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fsdp_param.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::training {
 
 using io::checkpoint::flat_key;
 
+namespace {
+
+// Where this rank's part sits in the whole parameter (Note [Tensor parallelism]: a TP slice, of
+// which FSDP2 shards the rows), and whether this rank writes it: the first data-parallel replica
+// of each part, the first TP rank of a replicated one.
+void place(ParamSlot& slot, const at::Tensor& p, const parallel::DeviceMesh& mesh) {
+  const auto* tp = parallel::tensor_parallel_placement(p);
+  const bool split = tp && tp->is_split();
+  const auto* fsdp = parallel::fsdp::find_fsdp_param(p);
+  slot.global_shape = fsdp ? fsdp->layout().shape : p.sizes().vec();
+  slot.offsets.assign(slot.global_shape.size(), 0);
+  if (fsdp) slot.offsets[0] = fsdp->layout().first_row(mesh.fsdp().rank);
+  const bool first_replica = fsdp ? mesh.ddp().rank == 0 && fsdp->layout().rows_on(mesh.fsdp().rank) > 0
+                                  : mesh.ddp().rank == 0 && mesh.fsdp().rank == 0;
+  slot.writes = first_replica && (split || mesh.tp().rank == 0);
+  if (!split) return;
+  slot.offsets[tp->dim] += tp->group.rank * (tp->full_shape[tp->dim] / tp->group.size());
+  slot.global_shape = tp->full_shape;
+}
+
+}  // namespace
+
 std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW* optimizer,
-                                   const parallel::DeviceMesh& mesh, int rank) {
+                                   const parallel::DeviceMesh& mesh) {
   std::unordered_map<const c10::TensorImpl*, size_t> group_of;
   for (size_t g = 0; optimizer && g < optimizer->param_groups().size(); ++g) {
     for (const auto& p : optimizer->param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
@@ -32,17 +55,7 @@ std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim:
     slot.fqn = item.key();
     slot.tensor = p;
     slot.adapter = models::is_lora_parameter(slot.fqn);
-    if (const auto* fsdp = parallel::fsdp::find_fsdp_param(p)) {
-      const auto& layout = fsdp->layout();
-      slot.global_shape = layout.shape;
-      slot.offsets.assign(layout.shape.size(), 0);
-      slot.offsets[0] = layout.first_row(mesh.fsdp().rank);
-      slot.writes = mesh.ddp().rank == 0 && layout.rows_on(mesh.fsdp().rank) > 0;
-    } else {
-      slot.global_shape = p.sizes().vec();
-      slot.offsets.assign(slot.global_shape.size(), 0);
-      slot.writes = rank == 0;
-    }
+    place(slot, p, mesh);
     if (auto it = group_of.find(p.unsafeGetTensorImpl()); it != group_of.end()) {
       slot.trainable = true;
       slot.group = it->second;

@@ -26,12 +26,12 @@ class DeviceMesh;
 
 namespace megacpp::training {
 
-// One parameter and this rank's rows of it.
+// One parameter and this rank's part of it (its rows under FSDP2, a block of a TP slice's rows).
 struct ParamSlot {
   std::string fqn;
   at::Tensor tensor;  // the sharded fp32 master (or the whole parameter without FSDP)
-  std::vector<int64_t> global_shape, offsets;
-  bool writes = false;     // the one replica that saves these rows
+  std::vector<int64_t> global_shape, offsets;  // of the whole parameter; where this rank's part starts
+  bool writes = false;     // the one replica that saves this part
   bool trainable = false;  // in an optimizer param group (frozen parameters are not)
   size_t group = 0;        // that optimizer param group
   bool adapter = false;    // a LoRA adapter's (models::is_lora_parameter)
@@ -40,7 +40,7 @@ struct ParamSlot {
 // Every parameter of `model` once, in named_parameters order; none trainable without an
 // `optimizer` (a forward-only run).
 std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim::AdamW* optimizer,
-                                   const parallel::DeviceMesh& mesh, int rank);
+                                   const parallel::DeviceMesh& mesh);
 
 // The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
 torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p);

@@ -175,7 +175,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   auto add_block = [&](const io::checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& local) {
     items.add_block(path, slot.global_shape, slot.offsets, local.detach());
   };
-  const auto slots = param_slots(model, &optimizer, mesh_, rank);
+  const auto slots = param_slots(model, &optimizer, mesh_);
   int64_t step = 0;
   for (const auto& slot : slots) {
     // Under LoRA the frozen base is saved only with --lora-save-base; frozen parameters have no
@@ -258,7 +258,7 @@ bool holds_weights(const checkpoint::CheckpointReader& reader, const std::vector
 TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
   const bool from_folder = !args_.init_from_hf_path.empty();
   if (args_.load.empty() && args_.lora_load.empty() && !from_folder) return {};
-  const auto slots = param_slots(model, &optimizer, mesh_, runtime_.rank());
+  const auto slots = param_slots(model, &optimizer, mesh_);
   const bool lora = args_.lora.rank > 0;
   std::vector<ParamSlot> base, adapters;
   for (const auto& slot : slots) (slot.adapter ? adapters : base).push_back(slot);

@@ -12,12 +12,12 @@ namespace megacpp::training {
 namespace {
 
 // The labels of the whole global batch under --calculate-per-token-loss: every rank's
-// micro-batches, each Ulysses group's sequences counted once (its ranks read the same ones).
+// micro-batches, the sequences of a Ulysses or TP group counted once (its ranks read the same ones).
 double global_batch_labels(const std::vector<MicroBatch>& micro_batches, const ForwardBackwardSetup& setup) {
   int64_t local = 0;
   for (const MicroBatch& batch : micro_batches) local += counted_labels(batch);
   const double summed = parallel::average_over_ranks(setup.world, static_cast<double>(local), setup.device) * setup.world.size();
-  return std::max(1.0, summed / setup.ulysses.size());
+  return std::max(1.0, summed * setup.data_parallel_size / setup.world.size());
 }
 
 }  // namespace
@@ -46,7 +46,8 @@ ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::
     for (size_t i = 0; i < auxiliary.size(); ++i) result.auxiliary[i].value += auxiliary[i].value;
     if (setup.per_token_loss) {
       (loss * (setup.loss_scale * setup.data_parallel_size / labels)).backward();
-      result.mean_loss += loss.item<double>() * setup.world.size() / labels;
+      // A TP group's ranks each hold the whole loss, a Ulysses group's ranks a share of it.
+      result.mean_loss += loss.item<double>() * setup.data_parallel_size * group / labels;
     } else {
       (loss * backward_scale).backward();
       result.mean_loss += loss.item<double>() * group;

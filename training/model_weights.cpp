@@ -31,10 +31,10 @@ void load_from(const checkpoint::CheckpointReader& reader, const std::vector<Par
 
 }  // namespace
 
-void load_model_weights(const settings::TrainingArguments& args, const parallel::DeviceMesh& mesh, int rank,
+void load_model_weights(const settings::TrainingArguments& args, const parallel::DeviceMesh& mesh,
                         torch::nn::Module& model) {
   if (args.load.empty() && args.init_from_hf_path.empty()) throw std::invalid_argument("no --load or --init-from-hf-path to load the weights from");
-  const std::vector<ParamSlot> slots = param_slots(model, nullptr, mesh, rank);
+  const std::vector<ParamSlot> slots = param_slots(model, nullptr, mesh);
   std::vector<ParamSlot> base, adapters;
   for (const auto& slot : slots) (slot.adapter ? adapters : base).push_back(slot);
   // --ckpt-step is the adapters' iteration when --lora-load gives them, as in training.

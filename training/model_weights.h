@@ -19,7 +19,7 @@ namespace megacpp::training {
 // rows. Under LoRA the adapters come from --lora-load when given, else from --load. Throws
 // naming the flag when there is nothing to load, a checkpoint of another model (its args or
 // tensors) or adapters that are nowhere (they would be uninitialized memory).
-void load_model_weights(const settings::TrainingArguments& args, const parallel::DeviceMesh& mesh, int rank,
+void load_model_weights(const settings::TrainingArguments& args, const parallel::DeviceMesh& mesh,
                         torch::nn::Module& model);
 
 }  // namespace megacpp::training

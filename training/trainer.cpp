@@ -36,6 +36,7 @@
 #include "training/step_health.h"
 #include "training/training_data.h"
 #include "parallel/collectives.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -230,6 +231,7 @@ class TrainingRun {
     std::vector<models::AuxiliaryLoss> auxiliary = pass.auxiliary;
     for (auto& a : auxiliary) a.value = parallel::average_over_ranks(setup_.runtime->world(), a.value, setup_.device);
     zero_missing_gradients(params_);
+    if (setup_.mesh->tp().size() > 1) parallel::all_reduce_partial_gradients(params_, setup_.device);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
     if (scaler_.enabled()) {
       for (auto& p : params_) {

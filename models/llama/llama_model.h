@@ -74,6 +74,8 @@ class LlamaModel : public LanguageModel {
   std::string output_layer_path() const override { return lm_head_ ? "lm_head" : ""; }
   // Token-wise but for attention, with rotary positions: runs on slices of each sequence.
   std::string ulysses_refusal() const override { return ""; }
+  // Built from models::Attention and SwiGLUMLP (experts are refused by apply_tensor_parallel).
+  std::string tensor_parallel_refusal() const override { return ""; }
   // transformers' expert class: each layers.N.mlp.experts.E is a Qwen3MoeMLP.
   std::vector<std::pair<std::string, std::string>> expert_module_classes() const override {
     if (config_.num_experts == 0) return {};

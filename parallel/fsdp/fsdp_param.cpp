@@ -7,6 +7,7 @@
 
 #include "parallel/collectives.h"
 #include "parallel/fsdp/storage.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::parallel::fsdp {
 namespace {
@@ -48,6 +49,7 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& o
   sharded_ = torch::empty(layout_.shard_shape(shard_group.rank), shard_options);
   if (!original.is_meta()) load_full(original);
   sharded_.set_requires_grad(requires_grad_);
+  carry_tensor_parallel_placement(original, sharded_);
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry()[sharded_.unsafeGetTensorImpl()] = this;

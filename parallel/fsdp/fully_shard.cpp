@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "parallel/fsdp/group_reads.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::parallel::fsdp {
 namespace {
@@ -152,30 +153,36 @@ void set_gradient_divide_factor(Module& root, double factor) {
 }
 
 std::vector<int64_t> full_shape(const at::Tensor& param) {
+  if (const auto* tp = tensor_parallel_placement(param); tp && tp->is_split()) return tp->full_shape;
   if (auto* p = find_fsdp_param(param)) return p->layout().shape;
   return param.sizes().vec();
 }
 
 void copy_full_into_parameter(const at::Tensor& param, const at::Tensor& full) {
+  const auto* tp = tensor_parallel_placement(param);
+  if (tp && tp->is_split()) {
+    TORCH_CHECK(full.sizes().vec() == tp->full_shape, "copy_full_into_parameter: expected shape ",
+                c10::IntArrayRef(tp->full_shape), ", got ", full.sizes());
+  }
+  const at::Tensor local = tp ? tensor_parallel_slice(full, *tp) : full;
   if (auto* p = find_fsdp_param(param)) {
-    p->load_full(full);
+    p->load_full(local);
     return;
   }
   torch::NoGradGuard no_grad;
-  TORCH_CHECK(param.sizes() == full.sizes(), "copy_full_into_parameter: expected shape ",
-              param.sizes(), ", got ", full.sizes());
-  param.copy_(full);
+  TORCH_CHECK(param.sizes() == local.sizes(), "copy_full_into_parameter: expected shape ",
+              param.sizes(), ", got ", local.sizes());
+  param.copy_(local);
 }
 
 std::map<std::string, at::Tensor> gather_full_parameters(torch::nn::Module& root) {
   std::map<std::string, at::Tensor> out;
   torch::NoGradGuard no_grad;
   for (auto& item : root.named_parameters(/*recurse=*/true)) {
-    if (auto* p = find_fsdp_param(item.value())) {
-      out[item.key()] = p->gather_full();
-    } else {
-      out[item.key()] = item.value().detach().to(torch::kFloat, false, true);
-    }
+    const FSDPParam* p = find_fsdp_param(item.value());
+    at::Tensor local = p ? p->gather_full() : item.value().detach().to(torch::kFloat, false, true);
+    const auto* tp = tensor_parallel_placement(item.value());
+    out[item.key()] = tp ? gather_tensor_parallel(local, *tp) : local;
   }
   return out;
 }

@@ -38,14 +38,16 @@ void set_gradient_divide_factor(Module& root, double factor);
 // after forward (its backward would gather them at once); a forward-only run frees them so.
 void reshard(Module& module);
 
-// The full shape of a parameter, sharded or not.
+// The full shape of a parameter, sharded or not (over the fsdp group and the TP group: Note
+// [Tensor parallelism] in parallel/tensor_parallel.h).
 std::vector<int64_t> full_shape(const at::Tensor& param);
 
-// Writes `full` into `param`: this rank's rows when it is a sharded master, all of it otherwise.
+// Writes `full` into `param`: this rank's part when it is a sharded master or a TP slice, all of
+// it otherwise.
 void copy_full_into_parameter(const at::Tensor& param, const at::Tensor& full);
 
 // Every parameter of `root` by fully-qualified name, full size in fp32 (sharded ones are
-// gathered: collective over the shard group).
+// gathered: collective over the shard group and, for TP slices, the TP group).
 std::map<std::string, at::Tensor> gather_full_parameters(torch::nn::Module& root);
 
 }  // namespace megacpp::parallel::fsdp

@@ -9,30 +9,38 @@
 
 #include "parallel/collectives.h"
 #include "parallel/fsdp/fsdp_param.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::parallel::fsdp {
 
 GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh, const c10::Device& device) {
   torch::NoGradGuard no_grad;
   // Each gradient's norm in fp32 or wider (16-bit gradients are widened to fp32 first), squared
-  // and summed in fp64: no fp64 copy of any gradient.
-  std::vector<at::Tensor> sharded_norms, whole_norms;
+  // and summed in fp64: no fp64 copy of any gradient. Four kinds, by what is summed over ranks:
+  // FSDP shards of TP slices (both groups), FSDP shards (fsdp), TP slices (tp), whole (none).
+  enum Kind { kShardedSlice, kSharded, kSlice, kWhole };
+  std::vector<at::Tensor> norms[4];
   for (const auto& p : params) {
     if (!p.grad().defined()) continue;
     const at::Tensor& grad = p.grad();
     at::Tensor norm = (grad.element_size() < 4 ? grad.to(torch::kFloat) : grad).norm(2).reshape({1}).to(torch::kDouble);
-    (find_fsdp_param(p) ? sharded_norms : whole_norms).push_back(norm);
+    const auto* tp = tensor_parallel_placement(p);
+    const bool slice = tp && tp->is_split(), sharded = find_fsdp_param(p) != nullptr;
+    norms[sharded ? (slice ? kShardedSlice : kSharded) : (slice ? kSlice : kWhole)].push_back(norm);
   }
   // Summed where collectives run: offloaded shards' norms are on the host.
-  auto sum_of_squares = [&](const std::vector<at::Tensor>& norms) {
-    if (norms.empty()) return torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(device));
-    return torch::cat(norms).pow(2).sum().reshape({1}).to(device);
+  auto sum_of_squares = [&](const std::vector<at::Tensor>& kind) {
+    if (kind.empty()) return torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    return torch::cat(kind).pow(2).sum().reshape({1}).to(device);
   };
-  at::Tensor sharded_sq = sum_of_squares(sharded_norms), whole_sq = sum_of_squares(whole_norms);
+  at::Tensor sharded_sq = torch::cat({sum_of_squares(norms[kShardedSlice]), sum_of_squares(norms[kSharded])});
+  at::Tensor slice_sq = sum_of_squares(norms[kSlice]), whole_sq = sum_of_squares(norms[kWhole]);
   // Whether this rank's part is finite, before the sum over ranks spreads a NaN to all of them.
-  at::Tensor local_finite = torch::isfinite(sharded_sq + whole_sq);
+  at::Tensor local_finite = torch::isfinite(sharded_sq.sum() + slice_sq + whole_sq);
   all_reduce(mesh.fsdp(), sharded_sq, ReduceOp::kSum).wait();
-  return {std::sqrt((sharded_sq + whole_sq).item<double>()), local_finite.item<bool>()};
+  at::Tensor over_tp = sharded_sq.narrow(0, 0, 1) + slice_sq;
+  if (mesh.tp().size() > 1) all_reduce(mesh.tp(), over_tp, ReduceOp::kSum).wait();
+  return {std::sqrt((over_tp + sharded_sq.narrow(0, 1, 1) + whole_sq).item<double>()), local_finite.item<bool>()};
 }
 
 double clip_coefficient(double max_norm, double norm) {

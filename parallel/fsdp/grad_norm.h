@@ -16,7 +16,8 @@ struct GradNorm {
 
 // The L2 norm of all gradients of `params` as if they were whole: squares of sharded gradients
 // are summed over the fsdp group (replicas in ddp hold the same shard), whole (unsharded)
-// gradients count once. Collective over the fsdp group, on `device` (the compute device, where
+// gradients count once; TP slices are summed over the TP group, replicated parameters count once
+// (Note [Tensor parallelism]). Collective over the fsdp (and TP) group, on `device` (the compute device, where
 // the group communicates; offloaded gradients are on the host).
 GradNorm global_grad_norm(const std::vector<at::Tensor>& params, const DeviceMesh& mesh, const c10::Device& device);
 

@@ -30,18 +30,6 @@ std::string fsdp_yaml_flags(const std::string& dir, const std::string& yaml) {
 }
 const char* kLayers = "sub_modules_to_wrap: ['layers.{*}']\n";
 
-// The iterations after `from` of a run, as a run of their own (for expect_same_losses).
-TrainRun tail(const TrainRun& run, size_t from) {
-  TrainRun t = run;
-  t.losses.assign(run.losses.begin() + static_cast<long>(from), run.losses.end());
-  t.validation.clear();
-  for (const auto& [where, loss] : run.validation) {
-    const bool before = where.rfind("iteration ", 0) == 0 && std::stoul(where.substr(10)) <= from;
-    if (!before) t.validation.emplace_back(where, loss);
-  }
-  return t;
-}
-
 // A resumed run logs iterations from+1..10 identical to the straight run's (and the same
 // validation losses afterwards).
 void expect_resumes_exactly(const TrainRun& straight, const TrainRun& resumed, const std::string& what) {
@@ -80,7 +68,7 @@ TEST(Checkpoint, ResumesOnAnotherWorldSizeAndMesh) {
   ASSERT_EQ(four.result.status, 0) << four.result.output;
   TrainRun hsdp4 = testing::train(4, kCheckpointModel + hsdp + " --save " + dir + "/hsdp --save-interval 5 --ckpt-format torch_dist");
   testing::expect_same_losses(four, hsdp4, "hsdp 2x2", 1e-5);
-  const TrainRun reference = tail(four, 5);
+  const TrainRun reference = testing::iterations_after(four, 5);
   auto resume = [&](int ranks, const std::string& mesh, const std::string& from, const std::string& extra) {
     return testing::train(ranks, kCheckpointModel + mesh + " --load " + dir + "/" + from + " --ckpt-step 5" + extra);
   };

@@ -97,14 +97,21 @@ TEST(PytorchCheckpoint, TrainsFromTheFixture) {
 TEST(Pytorch2, DcpLoadReadsMegacppCheckpoints) {
   MEGACPP_REQUIRE_PYTORCH2(torch2);
   const std::string dir = torch2->scratch_dir();
-  TrainRun run = testing::train(3, kFixtureModel + " --train-iters 3 --save " + dir + "/ckpt --ckpt-format torch_dcp --dump-final-params " +
-                                       dir + "/final.pt");
-  ASSERT_EQ(run.result.status, 0) << run.result.output;
   fs::copy_file(MEGACPP_SOURCE_DIR "/tests/reference/pytorch2_dcp_check.py", dir + "/check.py");
-  auto checked = torch2->python(torch2->inside(dir + "/check.py") + " " + torch2->inside(dir + "/ckpt/iter_0000003") + " " +
-                                torch2->inside(dir + "/final.pt") + " 3 3");
-  EXPECT_EQ(checked.status, 0) << checked.output;
-  EXPECT_NE(checked.output.find("pytorch2 checks passed"), std::string::npos) << checked.output;
+  // FSDP2 over 3 ranks (uneven rows), and TP 2 x FSDP 2 (blocks of TP slices at offsets in dim 0 and 1).
+  std::string tensor_parallel = kFixtureModel + " --tensor-model-parallel-size 2";
+  tensor_parallel.replace(tensor_parallel.find("--ffn-hidden-size 45"), 20, "--ffn-hidden-size 46");
+  for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"fsdp3", 3, kFixtureModel}, {"tp2-fsdp2", 4, tensor_parallel}}) {
+    const std::string run_dir = dir + "/" + name;
+    TrainRun run = testing::train(ranks, flags + " --train-iters 3 --save " + run_dir + "/ckpt --ckpt-format torch_dcp "
+                                              "--dump-final-params " + run_dir + "/final.pt");
+    ASSERT_EQ(run.result.status, 0) << run.result.output;
+    auto checked = torch2->python(torch2->inside(dir + "/check.py") + " " + torch2->inside(run_dir + "/ckpt/iter_0000003") + " " +
+                                  torch2->inside(run_dir + "/final.pt") + " " + std::to_string(ranks) + " 3");
+    EXPECT_EQ(checked.status, 0) << name << "\n" << checked.output;
+    EXPECT_NE(checked.output.find("pytorch2 checks passed"), std::string::npos) << name << "\n" << checked.output;
+  }
   fs::remove_all(dir);
 }
 

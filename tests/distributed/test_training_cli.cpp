@@ -22,20 +22,10 @@ const std::string kBaseFlags =
     "--train-iters 10 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 --untie-embeddings-and-output-weights";
 
 using testing::expect_same_losses;
+using testing::expect_same_params;
 using testing::train;
 using testing::TrainRun;
 using testing::write_file;
-
-void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what) {
-  auto reference = testing::read_tensor_dict(reference_path), params = testing::read_tensor_dict(path);
-  ASSERT_GT(reference.size(), 0u);
-  ASSERT_EQ(params.size(), reference.size()) << what;
-  for (const auto& [name, expected] : reference) {
-    ASSERT_TRUE(params.count(name)) << what << ": missing " << name;
-    const at::Tensor& p = params.at(name);
-    EXPECT_TRUE(p.allclose(expected, 1e-4, 1e-6)) << what << ": " << name << " max diff " << (p - expected).abs().max().item<double>();
-  }
-}
 
 TEST(TrainingCli, SameLossesAndParametersOnEveryLayout) {
   const std::string dir = testing::scratch_dir();

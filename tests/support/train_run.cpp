@@ -46,6 +46,29 @@ TrainRun parse_training_output(CommandResult result) {
   return run;
 }
 
+TrainRun iterations_after(const TrainRun& run, size_t from) {
+  TrainRun t = run;
+  t.losses.assign(run.losses.begin() + static_cast<long>(from), run.losses.end());
+  t.validation.clear();
+  for (const auto& [where, loss] : run.validation) {
+    const bool before = where.rfind("iteration ", 0) == 0 && std::stoul(where.substr(10)) <= from;
+    if (!before) t.validation.emplace_back(where, loss);
+  }
+  return t;
+}
+
+void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what) {
+  auto reference = read_tensor_dict(reference_path), params = read_tensor_dict(path);
+  ASSERT_GT(reference.size(), 0u);
+  ASSERT_EQ(params.size(), reference.size()) << what;
+  for (const auto& [name, expected] : reference) {
+    ASSERT_TRUE(params.count(name)) << what << ": missing " << name;
+    const at::Tensor& p = params.at(name);
+    ASSERT_EQ(p.sizes(), expected.sizes()) << what << ": " << name;
+    EXPECT_TRUE(p.allclose(expected, 1e-4, 1e-6)) << what << ": " << name << " max diff " << (p - expected).abs().max().item<double>();
+  }
+}
+
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol) {
   ASSERT_EQ(run.result.status, 0) << what << "\n" << run.result.output;
   ASSERT_EQ(run.losses.size(), reference.losses.size()) << what << "\n" << run.result.output;

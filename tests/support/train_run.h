@@ -53,6 +53,13 @@ void expect_trained(const TrainRun& run, size_t iterations);
 // `rtol` (relative).
 void expect_same_losses(const TrainRun& reference, const TrainRun& run, const std::string& what, double rtol);
 
+// The iterations after `from` of a run, as a run of their own (to compare a resumed run's with
+// expect_same_losses): its later losses and the validations after iteration `from`.
+TrainRun iterations_after(const TrainRun& run, size_t from);
+
+// The same names and shapes in two --dump-final-params files, every value within 1e-4 relative.
+void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what);
+
 // The tensors of a Dict[str, Tensor] saved in torch.save's format (--dump-final-params).
 std::map<std::string, at::Tensor> read_tensor_dict(const std::string& path);
 

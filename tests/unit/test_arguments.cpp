@@ -231,11 +231,11 @@ TEST(Arguments, MegatronFlagsAreAcceptedAsWhatMegacppDoesOrAllRefusedAtOnce) {
                                      "transformer_engine", "--use-distributed-optimizer", "--sequence-parallel"});
   ASSERT_EQ(a.notes.size(), 1u);
   EXPECT_NE(a.notes[0].find("--use-distributed-optimizer: FSDP2 already shards the optimizer state"), std::string::npos);
-  const std::string error = error_of({"--mock-data", "--fp8-format", "hybrid", "--tensor-model-parallel-size", "2", "--frobnicate",
+  const std::string error = error_of({"--mock-data", "--fp8-format", "hybrid", "--pipeline-model-parallel-size", "2", "--frobnicate",
                                       "3", "--normalization", "LayerNorm", "--swiglu", "--moe-z-loss-coeff=2", "--lr", "1e-3"});
   EXPECT_NE(error.find("5 flags are not accepted:"), std::string::npos) << error;
   for (const std::string expected :
-       {"--fp8-format: not supported: megacpp has no fp8", "--tensor-model-parallel-size 2: not supported (only 1): megacpp has no tensor parallelism",
+       {"--fp8-format: not supported: megacpp has no fp8", "--pipeline-model-parallel-size 2: not supported (only 1): megacpp has no pipeline parallelism",
         "--frobnicate: unknown flag",
         "the architecture flags (--normalization LayerNorm, --swiglu) describe no model megacpp builds:\n"
         "  --model-type gpt computes no --disable-bias-linear, --normalization LayerNorm, --position-embedding-type "

@@ -1,0 +1,24 @@
+// How a language model splits its layers over tensor-parallel ranks (Note [Tensor parallelism]
+// in parallel/tensor_parallel.h), applied to the layers the model is built from, as Megatron
+// splits its transformer layer.
+#pragma once
+
+#include <string>
+
+#include "models/language_model.h"
+#include "parallel/group.h"
+
+namespace megacpp::models {
+
+// Splits every models::Attention and dense models::SwiGLUMLP of `model` over `group` (size > 1):
+// q/k/v and gate/up column-parallel (whole heads and query groups per rank), o_proj and down_proj
+// row-parallel, one all-reduce of the block's input gradient in backward and of its output in
+// forward; Qwen3's q/k norms replicated with gradients summed over the group. Embeddings, the
+// other norms and the output layer stay replicated. Throws std::invalid_argument starting with
+// `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when the model does
+// not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not split yet
+// (mixture-of-experts layers, LoRA adapters), or when heads, query groups or the FFN do not
+// divide by the size (naming them).
+void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting);
+
+}  // namespace megacpp::models

@@ -1,0 +1,138 @@
+#include "parallel/tensor_parallel.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include <torch/torch.h>
+
+#include "parallel/collectives.h"
+#include "parallel/group_capsule.h"
+
+namespace megacpp::parallel {
+namespace {
+
+// Parameter -> its placement. The weak reference keeps a recorded tensor's address from being
+// reused by another tensor while the entry exists; entries of freed tensors are dropped lazily.
+struct Entry {
+  c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
+  TensorParallelPlacement placement;
+};
+std::mutex registry_mutex;
+std::unordered_map<const c10::TensorImpl*, Entry>& registry() {
+  static std::unordered_map<const c10::TensorImpl*, Entry> map;
+  return map;
+}
+
+void record(const at::Tensor& tensor, TensorParallelPlacement placement) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (auto it = registry().begin(); it != registry().end();) {
+    it = it->second.tensor.expired() ? registry().erase(it) : std::next(it);
+  }
+  registry().insert_or_assign(tensor.unsafeGetTensorImpl(),
+                              Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), std::move(placement)});
+}
+
+const at::Tensor& slot_tensor(Module& module, const std::string& slot) {
+  for (const auto& s : module.param_slots()) {
+    if (s.name == slot) return *s.member;
+  }
+  throw std::logic_error("tensor parallelism: module '" + module.name() + "' has no parameter '" + slot + "'");
+}
+
+at::Tensor summed(const at::Tensor& x, const Group& group) {
+  at::Tensor out = x.contiguous().clone();
+  all_reduce(group, out, ReduceOp::kSum).wait();
+  return out;
+}
+
+// Forward the identity and backward an all-reduce (kSumInBackward), or the other way round:
+// Megatron's copy_to_ and reduce_from_tensor_model_parallel_region.
+template <bool kSumInBackward>
+struct Region : torch::autograd::Function<Region<kSumInBackward>> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const c10::intrusive_ptr<GroupHolder>& holder) {
+    ctx->saved_data["group"] = c10::IValue::make_capsule(holder);
+    return kSumInBackward ? x.view_as(x) : summed(x, holder->group);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    const auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+    return {kSumInBackward ? summed(grads[0], holder->group) : grads[0], at::Tensor()};
+  }
+};
+
+}  // namespace
+
+void split_parameter(Module& module, const std::string& slot, int dim, const Group& group) {
+  const at::Tensor& full = slot_tensor(module, slot);
+  TensorParallelPlacement placement{group, dim, full.sizes().vec()};
+  at::Tensor local;
+  {
+    torch::NoGradGuard no_grad;
+    local = tensor_parallel_slice(full, placement).clone(at::MemoryFormat::Contiguous);
+  }
+  local.set_requires_grad(full.requires_grad());
+  module.replace_parameter(slot, local);
+  record(local, std::move(placement));
+}
+
+void mark_partial_gradient(Module& module, const std::string& slot, const Group& group) {
+  const at::Tensor& tensor = slot_tensor(module, slot);
+  record(tensor, {group, -1, tensor.sizes().vec()});
+}
+
+const TensorParallelPlacement* tensor_parallel_placement(const at::Tensor& param) {
+  if (!param.defined()) return nullptr;
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(param.unsafeGetTensorImpl());
+  return it == registry().end() ? nullptr : &it->second.placement;
+}
+
+void carry_tensor_parallel_placement(const at::Tensor& from, const at::Tensor& to) {
+  if (const TensorParallelPlacement* placement = tensor_parallel_placement(from)) record(to, *placement);
+}
+
+at::Tensor tensor_parallel_slice(const at::Tensor& full, const TensorParallelPlacement& placement) {
+  if (!placement.is_split()) return full;
+  const int64_t size = full.size(placement.dim) / placement.group.size();
+  return full.narrow(placement.dim, placement.group.rank * size, size);
+}
+
+at::Tensor gather_tensor_parallel(const at::Tensor& local, const TensorParallelPlacement& placement) {
+  if (!placement.is_split() || placement.group.size() == 1) return local;
+  torch::NoGradGuard no_grad;
+  const int p = placement.group.size();
+  at::Tensor input = local.contiguous().reshape({-1});
+  at::Tensor output = torch::empty({p * input.numel()}, input.options());
+  all_gather_into_tensor(placement.group, output, input).wait();
+  std::vector<int64_t> blocks = local.sizes().vec();
+  blocks.insert(blocks.begin(), p);  // [p, *local]: rank j's slice is block j
+  return torch::cat(output.view(blocks).unbind(0), placement.dim);
+}
+
+void all_reduce_input_gradient(Module& module, const Group& group) {
+  module.add_pre_hook([group](Module&, const Module::Tensors& inputs) {
+    Module::Tensors out = inputs;
+    out[0] = Region<true>::apply(inputs.at(0), c10::make_intrusive<GroupHolder>(group));
+    return out;
+  });
+}
+
+void all_reduce_output(Module& module, const Group& group) {
+  module.add_post_hook([group](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
+    TORCH_CHECK(outputs.size() == 1, "tensor parallelism: a row-parallel module gives one output, got ", outputs.size());
+    return {Region<false>::apply(outputs[0], c10::make_intrusive<GroupHolder>(group))};
+  });
+}
+
+void all_reduce_partial_gradients(const std::vector<at::Tensor>& params, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params) {
+    const TensorParallelPlacement* placement = tensor_parallel_placement(p);
+    if (!placement || placement->is_split() || !p.grad().defined()) continue;
+    at::Tensor grad = p.grad().to(device).contiguous();
+    all_reduce(placement->group, grad, ReduceOp::kSum).wait();
+    p.mutable_grad().copy_(grad);
+  }
+}
+
+}  // namespace megacpp::parallel

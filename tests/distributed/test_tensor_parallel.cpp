@@ -1,0 +1,163 @@
+// Tensor parallelism beside FSDP2 (Note [Tensor parallelism] in parallel/tensor_parallel.h):
+// megacpp-train's losses, validation losses and final parameters on one rank without parallelism
+// equal those of TP 2 alone, TP 2 x FSDP 2, TP 2 x HSDP, with recompute on the meta device and
+// with the per-token loss; bad sizes and what is not split yet are refused by name.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "models/llama/llama_model.h"
+#include "models/parallelize.h"
+#include "parallel/device_mesh.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "tests/support/distributed_test.h"
+#include "tests/support/tiny_llama.h"
+#include "tests/support/train_run.h"
+
+namespace megacpp {
+namespace {
+
+using testing::expect_same_losses;
+using testing::expect_same_params;
+using testing::iterations_after;
+using testing::train;
+using testing::TrainRun;
+using testing::write_file;
+
+// Qwen3's layer (q/k norms: replicated weights with partial gradients), grouped-query attention
+// (4 heads, 2 query groups), clipping that always acts (the gradient norm over TP slices counts).
+const std::string kTpFlags =
+    "--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
+    "--qk-layernorm --ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --seq-length 16 --micro-batch-size 2 "
+    "--global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
+    "--clip-grad 0.05 --untie-embeddings-and-output-weights";
+
+TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
+  const std::string dir = testing::scratch_dir();
+  const std::string layers = write_file(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
+  const std::string hsdp = write_file(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['layers.{*}']\n");
+  const TrainRun reference = train(1, kTpFlags + " --dump-final-params " + dir + "/ref.pt");
+  ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+  ASSERT_EQ(reference.losses.size(), 8u) << reference.result.output;
+  ASSERT_EQ(reference.validation.size(), 4u) << reference.result.output;
+  struct Layout {
+    const char* name;
+    int ranks;
+    std::string flags;
+  };
+  const std::vector<Layout> layouts = {
+      {"tp2", 2, "--tensor-model-parallel-size 2"},
+      {"tp2-fsdp2", 4, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + layers},
+      {"tp2-fsdp2-recompute-meta", 4, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + layers +
+                                          testing::kRecomputeOnMetaDevice},
+      {"tp2-hsdp2x2", 8, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + hsdp},
+  };
+  for (const auto& layout : layouts) {
+    const std::string dump = dir + "/" + layout.name + ".pt";
+    const TrainRun run = train(layout.ranks, kTpFlags + " " + layout.flags + " --dump-final-params " + dump);
+    expect_same_losses(reference, run, layout.name, 1e-5);
+    expect_same_params(dir + "/ref.pt", dump, layout.name);
+    EXPECT_NE(run.result.output.find("tensor parallel: 2 attention layer(s) and 2 MLP(s) split over 2 ranks"), std::string::npos)
+        << run.result.output;
+  }
+
+  const std::string per_token = " --calculate-per-token-loss";
+  const TrainRun reference_per_token = train(1, kTpFlags + per_token);
+  expect_same_losses(reference_per_token, train(4, kTpFlags + per_token + " --tensor-model-parallel-size 2"), "tp2-per-token", 1e-5);
+}
+
+// The sharded masters hold a quarter of each transformer layer at TP 2 x FSDP 2 (the replicated
+// embeddings, norms and output layer half: FSDP2 alone shards them), and a layer gathered for
+// its forward is half of the layer (its replicated norms whole).
+TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
+  testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
+    parallel::ParallelDims dims = parallel::ParallelDims::resolve(4, -1, 1, "sharding_size", "ulysses_size", 2);
+    const auto mesh = parallel::DeviceMesh::build(rt, dims);
+    models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/true);
+    config.ffn_hidden_size = 64;
+    auto shared = std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat));
+    models::LlamaModel& model = *shared;
+    std::map<std::string, int64_t> full;
+    for (const auto& item : model.named_parameters()) full[item.key()] = item.value().numel();
+    models::ParallelizeSettings settings;
+    settings.wrap.sub_modules_to_wrap = {"layers.{*}"};
+    models::parallelize(model, mesh, settings);
+    int64_t layers_full = 0, layers_norms = 0, layers_held = 0, layer0_full = 0, layer0_gathered = 0, layer0_norms = 0;
+    int64_t other_full = 0, other_held = 0;
+    for (const auto& item : model.named_parameters()) {
+      const std::string& name = item.key();
+      const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
+      ASSERT_NE(sharded, nullptr) << name;
+      const bool layer = name.rfind("layers.", 0) == 0;
+      (layer ? layers_full : other_full) += full.at(name);
+      (layer ? layers_held : other_held) += item.value().numel();
+      const bool norm = name.find("norm") != std::string::npos;  // replicated over TP
+      if (layer && norm) layers_norms += full.at(name);
+      if (name.rfind("layers.0.", 0) != 0) continue;
+      layer0_full += full.at(name);
+      layer0_gathered += sharded->layout().rows * sharded->layout().row_numel;
+      if (norm) layer0_norms += full.at(name);
+    }
+    EXPECT_EQ(layers_held * 4, layers_full + layers_norms) << "rank " << rt.rank();  // the norms: a half, not a quarter
+    EXPECT_EQ(other_held * 2, other_full) << "rank " << rt.rank();
+    EXPECT_EQ(layer0_gathered * 2, layer0_full + layer0_norms) << "rank " << rt.rank();
+  });
+}
+
+// Checkpoints record the whole parameters (each TP rank writes its slice's block at its offsets),
+// so any layout resumes any other, in both formats, and a Hugging Face export loads at TP 2.
+TEST(TensorParallel, CheckpointsResumeOnEveryLayoutAndExportsLoadAtTp2) {
+  const std::string dir = testing::scratch_dir();
+  const std::string layers = testing::fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  const TrainRun straight = train(4, kTpFlags + tp2 + layers + " --save " + dir + "/tp2-fsdp2 --save-interval 4 --ckpt-format torch_dcp");
+  ASSERT_EQ(straight.result.status, 0) << straight.result.output;
+  const TrainRun reference = iterations_after(straight, 4);
+  const std::string from_tp = " --load " + dir + "/tp2-fsdp2 --ckpt-step 4";
+  expect_same_losses(reference, train(4, kTpFlags + layers + from_tp), "tp2 x fsdp2 -> fsdp4", 1e-5);
+  expect_same_losses(reference, train(2, kTpFlags + tp2 + from_tp), "tp2 x fsdp2 -> tp2", 1e-5);
+  expect_same_losses(reference, train(1, kTpFlags + from_tp), "tp2 x fsdp2 -> 1 rank", 1e-5);
+
+  const TrainRun one = train(1, kTpFlags + " --save " + dir + "/one --save-interval 4 --ckpt-format torch_dist");
+  expect_same_losses(iterations_after(one, 4), train(4, kTpFlags + tp2 + layers + " --load " + dir + "/one --ckpt-step 4"),
+                     "1 rank (torch_dist) -> tp2 x fsdp2", 1e-5);
+
+  const auto exported = testing::convert("export --load " + dir + "/tp2-fsdp2 --output " + dir + "/hf");
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  const std::string from_hf = " --init-from-hf-path " + dir + "/hf";
+  expect_same_losses(train(1, kTpFlags + from_hf), train(4, kTpFlags + tp2 + layers + from_hf), "hf -> tp2 x fsdp2", 1e-5);
+}
+
+TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  const std::string gpt =
+      "--mock-data --tokenizer-type NullTokenizer --vocab-size 99 --num-layers 2 --hidden-size 32 --num-attention-heads 4 "
+      "--ffn-hidden-size 48 --seq-length 16 --micro-batch-size 2 --global-batch-size 8 --train-iters 2";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {kTpFlags + tp2 + " --num-query-groups 1",
+       "--tensor-model-parallel-size 2: the 1 query groups (--num-query-groups) of layers.0.self_attn must divide by it"},
+      {kTpFlags + tp2 + " --ffn-hidden-size 61",
+       "--tensor-model-parallel-size 2: the 61 FFN columns (--ffn-hidden-size) of layers.0.mlp must divide by it"},
+      {kTpFlags + " --tensor-model-parallel-size 4", "--tensor-model-parallel-size=4 does not divide the world size 2"},
+      {kTpFlags + tp2 + " --context-parallel-size 2",
+       "--tensor-model-parallel-size=2 with --context-parallel-size=2: tensor parallelism beside Ulysses is not supported yet"},
+      {kTpFlags + tp2 + " --num-experts 4 --moe-router-topk 2",
+       "--tensor-model-parallel-size 2: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
+      {kTpFlags + tp2 + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj",
+       "--tensor-model-parallel-size 2: layers.0.self_attn.q_proj has a LoRA adapter"},
+      {kTpFlags + tp2 + " --sequence-parallel", "--sequence-parallel with --tensor-model-parallel-size 2: not supported yet"},
+      {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: it does not say that its layers split "
+                  "over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const TrainRun refused = train(2, flags);
+    EXPECT_NE(refused.result.status, 0) << flags;
+    EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
+  }
+  const TrainRun one_rank = train(1, kTpFlags + tp2);
+  EXPECT_NE(one_rank.result.output.find("--tensor-model-parallel-size=2 does not divide the world size 1"), std::string::npos)
+      << one_rank.result.output;
+}
+
+}  // namespace
+}  // namespace megacpp
