@@ -56,6 +56,13 @@ class FSDP2Mixin {
   virtual std::string tensor_parallel_refusal() const {
     return "it does not say that its layers split over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)";
   }
+  // With sequence parallelism beside TP (Note [Sequence parallelism] in
+  // parallel/sequence_parallel.h): the module after whose [batch, seq, hidden] output each
+  // sequence is split over the TP ranks (the token embedding) and the one after whose output it is
+  // whole again (the final norm, before the output layer). The model is the first, then its
+  // blocks and the second, then its output layer: every replicated parameter but the first's and
+  // the output layer's is read on slices. Default: none (refused).
+  virtual std::pair<std::string, std::string> sequence_parallel_region() const { return {}; }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight

@@ -38,7 +38,7 @@ bool ulysses(Parallelization& p) {
 
 bool tensor_parallel(Parallelization& p) {
   if (p.mesh.tp().size() <= 1) return false;
-  apply_tensor_parallel(p.model, p.mesh.tp(), p.settings.tensor_parallel_setting);
+  apply_tensor_parallel(p.model, p.mesh.tp(), p.settings.tensor_parallel_setting, p.settings.sequence_parallel);
   return true;
 }
 

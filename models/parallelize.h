@@ -46,6 +46,7 @@ struct ParallelizeSettings {
   c10::Device device = c10::kCPU;         // where the shards live
   std::string ulysses_setting = "ulysses_size";  // how the Ulysses size was given, for messages
   std::string tensor_parallel_setting = "tensor_parallel_size";  // how the TP size was given, for messages
+  bool sequence_parallel = false;         // --sequence-parallel beside TP (Note [Sequence parallelism])
   std::function<void()> initialize;       // the weights' initialization; none: left as allocated
 };
 

@@ -8,10 +8,28 @@
 #include "models/layers/linear.h"
 #include "models/layers/mlp.h"
 #include "models/layers/moe.h"
+#include "parallel/sequence_parallel.h"
 #include "parallel/tensor_parallel.h"
 
 namespace megacpp::models {
 namespace {
+
+// How a block's ends communicate: all-reduces, or with sequence parallelism the all-gather and
+// reduce-scatter along the sequence.
+struct Split {
+  const parallel::Group& group;
+  const std::string& setting;
+  bool sequence_parallel;
+
+  void block_input(parallel::Module& block) const {
+    if (sequence_parallel) return parallel::gather_input_sequence(block, group);
+    parallel::all_reduce_input_gradient(block, group);
+  }
+  void row_output(parallel::Module& linear) const {
+    if (sequence_parallel) return parallel::reduce_scatter_output_sequence(linear, group);
+    parallel::all_reduce_output(linear, group);
+  }
+};
 
 Linear& projection(parallel::Module& block, const std::string& name, const std::string& path, const std::string& setting) {
   auto* found = block.named_children().find(name);
@@ -31,15 +49,16 @@ void split_columns(parallel::Module& block, const std::string& name, const std::
   if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, group);
 }
 
-void split_rows(parallel::Module& block, const std::string& name, const std::string& path, const std::string& setting,
-                const parallel::Group& group) {
+void split_rows(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
+  const parallel::Group& group = split.group;
+  const std::string& setting = split.setting;
   Linear& linear = projection(block, name, path, setting);
   if (linear.has_bias()) {
     throw std::invalid_argument(setting + ": " + path + "." + name + " has a bias, which a row-parallel layer adds once "
                                 "after its all-reduce; not supported yet");
   }
   parallel::split_parameter(linear, "weight", 1, group);
-  parallel::all_reduce_output(linear, group);
+  split.row_output(linear);
 }
 
 void require_divides(int64_t count, const std::string& what, const std::string& path, const std::string& setting, int size) {
@@ -48,30 +67,68 @@ void require_divides(int64_t count, const std::string& what, const std::string& 
                               " must divide by it: each of the " + std::to_string(size) + " ranks computes an equal share");
 }
 
-void split_attention(Attention& attention, const std::string& path, const std::string& setting, const parallel::Group& group) {
+void split_attention(Attention& attention, const std::string& path, const Split& split) {
+  const parallel::Group& group = split.group;
+  const std::string& setting = split.setting;
   require_divides(attention.heads(), "attention heads (--num-attention-heads)", path, setting, group.size());
   require_divides(attention.kv_heads(), "query groups (--num-query-groups)", path, setting, group.size());
-  parallel::all_reduce_input_gradient(attention, group);
+  split.block_input(attention);
   for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(attention, name, path, setting, group);
-  split_rows(attention, "o_proj", path, setting, group);
+  split_rows(attention, "o_proj", path, split);
   for (const char* norm : {"q_norm", "k_norm"}) {  // Qwen3: one weight for every head, each rank's heads
     auto* found = attention.named_children().find(norm);
     if (found) parallel::mark_partial_gradient(dynamic_cast<parallel::Module&>(**found), "weight", group);
   }
 }
 
-void split_mlp(SwiGLUMLP& mlp, const std::string& path, const std::string& setting, const parallel::Group& group) {
+void split_mlp(SwiGLUMLP& mlp, const std::string& path, const Split& split) {
+  const parallel::Group& group = split.group;
+  const std::string& setting = split.setting;
   const int64_t ffn = projection(mlp, "gate_proj", path, setting).weight().size(0);
   require_divides(ffn, "FFN columns (--ffn-hidden-size)", path, setting, group.size());
-  parallel::all_reduce_input_gradient(mlp, group);
+  split.block_input(mlp);
   split_columns(mlp, "gate_proj", path, setting, group);
   split_columns(mlp, "up_proj", path, setting, group);
-  split_rows(mlp, "down_proj", path, setting, group);
+  split_rows(mlp, "down_proj", path, split);
+}
+
+parallel::Module& module_at(LanguageModel& model, const std::string& path) {
+  for (auto& [found, module] : parallel::named_hookable_modules(model)) {
+    if (found == path) return *module;
+  }
+  throw std::logic_error("sequence parallelism: the model has no module '" + path + "' (FSDP2Mixin::sequence_parallel_region)");
+}
+
+// The sequence sliced after the token embedding and gathered after the final norm; every
+// replicated parameter read in between gets a partial gradient (Note [Sequence parallelism]).
+// The embedding itself and the output layer see whole sequences (the slice's gradient is
+// gathered back before the embedding's backward): their gradients are whole.
+void split_sequence(LanguageModel& model, const parallel::Group& group, const std::string& setting) {
+  const auto [first, last] = model.sequence_parallel_region();
+  if (first.empty() || last.empty()) {
+    throw std::invalid_argument(setting + " --sequence-parallel: this model does not say where its sequence may be split "
+                                "(FSDP2Mixin::sequence_parallel_region)");
+  }
+  const std::string output = model.output_layer_path();  // empty when tied to the embedding
+  parallel::scatter_output_sequence(module_at(model, first), group);
+  parallel::gather_output_sequence(module_at(model, last), group);
+  const auto inside = [](const std::string& path, const std::string& module) {
+    return path == module || path.rfind(module + ".", 0) == 0;
+  };
+  for (auto& [path, module] : parallel::named_hookable_modules(model)) {
+    if (path.empty() || inside(path, first) || (!output.empty() && inside(path, output))) continue;
+    for (const auto& slot : module->param_slots()) {
+      if (!slot.member->defined() || parallel::tensor_parallel_placement(*slot.member)) continue;
+      parallel::mark_partial_gradient(*module, slot.name, group);
+    }
+  }
 }
 
 }  // namespace
 
-void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting) {
+void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting,
+                           bool sequence_parallel) {
+  const Split split{group, setting, sequence_parallel};
   const std::string refusal = model.tensor_parallel_refusal();
   if (!refusal.empty()) throw std::invalid_argument(setting + ": this model cannot split its layers: " + refusal);
   int attention_layers = 0, mlps = 0;
@@ -81,16 +138,17 @@ void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, c
                                   "tensor parallelism are not supported yet");
     }
     if (auto* attention = dynamic_cast<Attention*>(module)) {
-      split_attention(*attention, path, setting, group);
+      split_attention(*attention, path, split);
       ++attention_layers;
     } else if (auto* mlp = dynamic_cast<SwiGLUMLP*>(module)) {
-      split_mlp(*mlp, path, setting, group);
+      split_mlp(*mlp, path, split);
       ++mlps;
     }
   }
   if (attention_layers == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split");
-  spdlog::info("tensor parallel: {} attention layer(s) and {} MLP(s) split over {} ranks {}", attention_layers, mlps,
-               group.size(), group.describe());
+  if (sequence_parallel) split_sequence(model, group, setting);
+  spdlog::info("tensor parallel: {} attention layer(s) and {} MLP(s) split over {} ranks {}{}", attention_layers, mlps,
+               group.size(), group.describe(), sequence_parallel ? ", sequence parallel between them" : "");
 }
 
 }  // namespace megacpp::models

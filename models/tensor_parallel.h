@@ -18,7 +18,12 @@ namespace megacpp::models {
 // `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when the model does
 // not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not split yet
 // (mixture-of-experts layers, LoRA adapters), or when heads, query groups or the FFN do not
-// divide by the size (naming them).
-void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting);
+// divide by the size (naming them). With `sequence_parallel` (Megatron's --sequence-parallel,
+// Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks all-gather their input
+// and reduce-scatter their output along the sequence, which is sliced after the model's token
+// embedding and gathered after its final norm (FSDP2Mixin::sequence_parallel_region); refused
+// for a model that does not name them.
+void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting,
+                           bool sequence_parallel = false);
 
 }  // namespace megacpp::models

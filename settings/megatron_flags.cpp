@@ -30,7 +30,7 @@ const CompatibleFlag kCompatible[] = {
     {"moe-permutation-async-comm", nullptr, "MindSpeed's overlap of the expert-parallel token exchange; megacpp has no expert "
      "parallelism, so no exchange", nullptr},
     {"sequence-parallel", nullptr, "with tensor parallel size 1 there is no sequence to split (with a larger "
-     "--tensor-model-parallel-size it is refused: not supported yet)", nullptr},
+     "--tensor-model-parallel-size: Megatron's sequence parallelism, the norms on slices of each sequence)", nullptr},
     {"use-cp-send-recv-overlap", nullptr, "ring attention's (megatron_cp_algo's) overlap of its block exchange; megacpp's "
      "context parallelism is Ulysses (--context-parallel-algo megatron_cp_algo is refused with a context parallel size above 1), "
      "which exchanges no ring blocks", nullptr},

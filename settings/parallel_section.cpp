@@ -87,11 +87,8 @@ void read_parallel_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   a.context_parallel_size = flag_number<int>(r, "context-parallel-size");
   a.context_parallel_algo = r["context-parallel-algo"].as<std::string>();
   a.tensor_model_parallel_size = flag_number<int>(r, "tensor-model-parallel-size");
-  if (a.tensor_model_parallel_size > 1 && r.count("sequence-parallel")) {
-    throw std::invalid_argument("--sequence-parallel with --tensor-model-parallel-size " + std::to_string(a.tensor_model_parallel_size) +
-                                ": not supported yet (the norms would run on slices of the sequence); drop it, the losses "
-                                "are the same");
-  }
+  // Megatron turns sequence parallelism off at TP size 1 (no sequence to split); so does megacpp.
+  a.sequence_parallel = a.tensor_model_parallel_size > 1 && r.count("sequence-parallel") > 0;
   a.recompute_granularity = r["recompute-granularity"].as<std::string>();
   if (r["recompute-activations"].as<bool>()) {  // Megatron: recompute_activations sets the granularity
     if (!a.recompute_granularity.empty() && a.recompute_granularity != "selective") {

@@ -39,6 +39,14 @@ parallel::ParallelDims parallel_dims(const TrainingArguments& args, const FSDP2C
     if (args.tensor_model_parallel_size > 1) parallel::ParallelDims::resolve(world, 1, 1, "", "", args.tensor_model_parallel_size);
     return parallel::ParallelDims{};
   }
+  if (args.sequence_parallel) {
+    const std::string tp = std::to_string(args.tensor_model_parallel_size);
+    require(args.seq_length % args.tensor_model_parallel_size == 0,
+            "--sequence-parallel: --seq-length " + std::to_string(args.seq_length) + " does not divide by --tensor-model-parallel-size " +
+                tp + ": each rank holds an equal slice of every sequence between the blocks");
+    require(!args.variable_seq_lengths, "--sequence-parallel with --variable-seq-lengths: the cut micro-batches' lengths need not "
+                                        "divide by --tensor-model-parallel-size " + tp + "; not supported yet");
+  }
   return parallel::ParallelDims::resolve(world, config.sharding_size, config.ulysses_size, "sharding_size",
                                          args.context_parallel_size > 1 ? "--context-parallel-size" : "ulysses_size",
                                          args.tensor_model_parallel_size);
@@ -60,6 +68,7 @@ models::ParallelizeSettings parallelize_settings(const TrainingArguments& args, 
   settings.shard = args.use_torch_fsdp2;
   settings.ulysses_setting = ulysses_setting(args, config);
   settings.tensor_parallel_setting = "--tensor-model-parallel-size " + std::to_string(args.tensor_model_parallel_size);
+  settings.sequence_parallel = args.sequence_parallel;
   return settings;
 }
 

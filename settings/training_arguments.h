@@ -112,6 +112,8 @@ struct TrainingArguments {
   // Megatron's --tensor-model-parallel-size: each layer's weights split over that many
   // consecutive ranks (Note [Tensor parallelism] in parallel/tensor_parallel.h), beside FSDP2.
   int tensor_model_parallel_size = 1;
+  // Megatron's --sequence-parallel with a TP size above 1 (Note [Sequence parallelism]).
+  bool sequence_parallel = false;
   std::string context_parallel_algo = "ulysses_cp_algo";
   // Megatron's activation recompute of whole layers (mapped onto fsdp2_config.yaml's
   // recompute_modules by settings/fsdp2_config_from_args.h).

@@ -4,6 +4,8 @@
 // with the per-token loss; bad sizes and what is not split yet are refused by name.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <torch/torch.h>
 
 #include "models/llama/llama_model.h"
@@ -32,6 +34,16 @@ const std::string kTpFlags =
     "--global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
     "--clip-grad 0.05 --untie-embeddings-and-output-weights";
 
+// The "grad norm:" of each iteration line (printed to 3 decimals). Adam hardly notices a wrong
+// clipping factor, so the norm is compared on its own.
+std::vector<double> grad_norms(const TrainRun& run) {
+  std::vector<double> norms;
+  const std::regex pattern("grad norm: ([0-9.]+)");
+  const std::string& out = run.result.output;
+  for (std::sregex_iterator it(out.begin(), out.end(), pattern), end; it != end; ++it) norms.push_back(std::stod((*it)[1]));
+  return norms;
+}
+
 TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
   const std::string dir = testing::scratch_dir();
   const std::string layers = write_file(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
@@ -50,6 +62,9 @@ TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
       {"tp2-fsdp2", 4, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + layers},
       {"tp2-fsdp2-recompute-meta", 4, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + layers +
                                           testing::kRecomputeOnMetaDevice},
+      {"tp2-sp", 2, "--tensor-model-parallel-size 2 --sequence-parallel"},
+      {"tp2-sp-fsdp2-recompute-meta", 4, "--tensor-model-parallel-size 2 --sequence-parallel --use-torch-fsdp2 --fsdp2-config-path " +
+                                             layers + testing::kRecomputeOnMetaDevice},
       {"tp2-hsdp2x2", 8, "--tensor-model-parallel-size 2 --use-torch-fsdp2 --fsdp2-config-path " + hsdp},
   };
   for (const auto& layout : layouts) {
@@ -57,9 +72,18 @@ TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
     const TrainRun run = train(layout.ranks, kTpFlags + " " + layout.flags + " --dump-final-params " + dump);
     expect_same_losses(reference, run, layout.name, 1e-5);
     expect_same_params(dir + "/ref.pt", dump, layout.name);
-    EXPECT_NE(run.result.output.find("tensor parallel: 2 attention layer(s) and 2 MLP(s) split over 2 ranks"), std::string::npos)
+    EXPECT_EQ(grad_norms(run), grad_norms(reference)) << layout.name;
+    const bool sequence_parallel = layout.flags.find("--sequence-parallel") != std::string::npos;
+    EXPECT_NE(run.result.output.find(std::string("tensor parallel: 2 attention layer(s) and 2 MLP(s) split over 2 ranks") +
+                                     (sequence_parallel ? " [0, 1], sequence parallel between them" : "")),
+              std::string::npos)
         << run.result.output;
   }
+
+  // An output layer tied to the embedding: each sees whole sequences, their gradients whole.
+  std::string tied = kTpFlags;
+  tied.erase(tied.find(" --untie-embeddings-and-output-weights"));
+  expect_same_losses(train(1, tied), train(2, tied + " --tensor-model-parallel-size 2 --sequence-parallel"), "tp2-sp-tied", 1e-5);
 
   const std::string per_token = " --calculate-per-token-loss";
   const TrainRun reference_per_token = train(1, kTpFlags + per_token);
@@ -145,7 +169,8 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
        "--tensor-model-parallel-size 2: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
       {kTpFlags + tp2 + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj",
        "--tensor-model-parallel-size 2: layers.0.self_attn.q_proj has a LoRA adapter"},
-      {kTpFlags + tp2 + " --sequence-parallel", "--sequence-parallel with --tensor-model-parallel-size 2: not supported yet"},
+      {kTpFlags + tp2 + " --sequence-parallel --seq-length 15",
+       "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
       {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: it does not say that its layers split "
                   "over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)"},
   };

@@ -1,0 +1,39 @@
+// Note [Sequence parallelism]
+// Megatron's sequence parallelism beside tensor parallelism (Note [Tensor parallelism]): between
+// the blocks, where every TP rank would compute the same thing (norms, residual additions), each
+// rank of the TP group holds a contiguous slice of every sequence instead. So a block's input is
+// all-gathered along the sequence before its column-parallel layers (backward: reduce-scatter of
+// the gradient), and its row-parallel output reduce-scattered along the sequence instead of
+// all-reduced (backward: all-gather): the same traffic as the all-reduces, and activations
+// between the blocks 1/tp the size. The model's token embeddings are sliced (backward: all-gather),
+// and the sequence gathered again before the output layer (backward: each rank's slice of the
+// gradient, which is the same on every rank).
+//
+// A replicated parameter read in the sliced region (the norms) gets a gradient from its rank's
+// slice only: the model marks it partial (mark_partial_gradient) and its gradients are summed
+// over the group after backward. The token embedding runs on whole sequences (the slice's
+// gradient is gathered back before its backward), and so does the output layer. Hidden states are [batch, seq, hidden]:
+// the sequence is dim 1.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "parallel/group.h"
+#include "parallel/module.h"
+
+namespace megacpp::parallel {
+
+// A pre-hook on `module`: its first input [batch, seq/p, ...] is all-gathered into the whole
+// sequence; the gradient is reduce-scattered back.
+void gather_input_sequence(Module& module, const Group& group);
+// A post-hook on `module`: its one output [batch, seq, ...] of partial sums is reduce-scattered
+// into this rank's slice of the sequence; the gradient is all-gathered back.
+void reduce_scatter_output_sequence(Module& module, const Group& group);
+// A post-hook on `module`: its one output [batch, seq, ...] is cut to this rank's slice; the
+// gradient is all-gathered back.
+void scatter_output_sequence(Module& module, const Group& group);
+// A post-hook on `module`: its one output [batch, seq/p, ...] is all-gathered into the whole
+// sequence; the gradient (the same on every rank) is cut to this rank's slice.
+void gather_output_sequence(Module& module, const Group& group);
+
+}  // namespace megacpp::parallel
