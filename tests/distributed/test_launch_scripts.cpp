@@ -168,7 +168,8 @@ TEST(LaunchScripts, MegatronLlama3WithRealData) {
 // Megatron-LM's examples/llama/train_llama3.sh (AMD's), run as its README says: KEY=VALUE
 // arguments choose the model size, the batch, FSDP, recompute, the tokenizer and the data; the
 // Llama 3 8B sizes are scaled down in the script. It reads the data with Megatron's cyclic
-// sampler and recomputes every layer (RECOMPUTE=1: --recompute-granularity full, block).
+// sampler and recomputes every layer (RECOMPUTE=1: --recompute-granularity full, block); run
+// again with TP=2 in place of FSDP.
 TEST(LaunchScripts, MegatronAmdTrainLlama3) {
   ASSERT_TRUE(fs::exists(kLlama3Tokenizer + "/tokenizer.json")) << "run `npm ci --prefix tests/reference/hf_tokenizers`";
   const std::string dir = testing::scratch_dir();
@@ -201,6 +202,14 @@ TEST(LaunchScripts, MegatronAmdTrainLlama3) {
             std::string::npos)
       << resumed.result.output;
   EXPECT_TRUE(fs::exists(dir + "/ckpt2/iter_0000008")) << resumed.result.output;
+  // With Megatron's tensor parallelism instead of FSDP (TP=2 FSDP=0: the distributed optimizer, sequence parallelism as
+  // the script sets them), resumed from the FSDP run's checkpoint: its 2 ranks split each layer.
+  const TrainRun tensor_parallel = run_script(dir, "run.sh", args + " TP=2 FSDP=0 TOTAL_ITERS=8 SAVE_CKPT_PATH=ckpt3 LOAD_CKPT_PATH=ckpt");
+  ASSERT_EQ(tensor_parallel.losses.size(), 2u) << tensor_parallel.result.output;
+  EXPECT_NE(tensor_parallel.result.output.find("TP 2 (data-parallel 1)"), std::string::npos) << tensor_parallel.result.output;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(tensor_parallel.losses[i], resumed.losses[i], 0.02 * resumed.losses[i]) << "iteration " << 7 + i;
+  }
 }
 
 // Megatron-LM's GPT-3 175B example (examples/gpt3/train_gpt3_175b_distributed.sh): none of the
