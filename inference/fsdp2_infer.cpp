@@ -154,7 +154,7 @@ class InferRun {
       const TokenLogProbs scored = sequence_log_probs(*model_, ids, lengths, scoring);  // collective
       const int64_t kinds = options_.entropy ? 2 : 1;
       at::Tensor table = torch::zeros({kinds, count, std::max<int64_t>(width - 1, 0)});
-      if (mesh.ulysses().rank == 0 && mine > 0) {
+      if (mesh.ulysses().rank == 0 && mesh.tp().rank == 0 && mine > 0) {  // one copy of each group's result
         table[0].narrow(0, first - start, mine).copy_(scored.log_probs);
         if (options_.entropy) table[1].narrow(0, first - start, mine).copy_(scored.entropy);
       }
@@ -209,6 +209,10 @@ int run_fsdp2_infer(const settings::TrainingArguments& args, const InferOptions&
     if (options.batch_size <= 0) throw std::invalid_argument("--infer-batch-size must be positive");
     if (!(options.temperature > 0)) throw std::invalid_argument("--temperature must be positive");
     if (!args.save.empty()) throw std::invalid_argument("--save: megacpp-infer saves no checkpoint (it only reads --load)");
+    if (args.sequence_parallel) {
+      throw std::invalid_argument("--sequence-parallel: megacpp-infer's batches are as long as their longest sequence, which "
+                                  "need not divide by --tensor-model-parallel-size; not supported yet (drop it: the same scores)");
+    }
     if (args.load.empty() && args.init_from_hf_path.empty()) {
       throw std::invalid_argument("the weights come from --load (a checkpoint) or --init-from-hf-path (a Hugging Face folder); neither is given");
     }

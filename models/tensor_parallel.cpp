@@ -37,16 +37,15 @@ Linear& projection(parallel::Module& block, const std::string& name, const std::
   if (!linear) throw std::logic_error(path + " without its Linear " + name);
   if (linear->has_lora()) {
     throw std::invalid_argument(setting + ": " + path + "." + name + " has a LoRA adapter; LoRA beside tensor "
-                                "parallelism is not supported yet (--lora-r)");
+                                "parallelism is not supported yet (--lora-rank)");
   }
   return *linear;
 }
 
-void split_columns(parallel::Module& block, const std::string& name, const std::string& path, const std::string& setting,
-                   const parallel::Group& group) {
-  Linear& linear = projection(block, name, path, setting);
-  parallel::split_parameter(linear, "weight", 0, group);
-  if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, group);
+void split_columns(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
+  Linear& linear = projection(block, name, path, split.setting);
+  parallel::split_parameter(linear, "weight", 0, split.group);
+  if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, split.group);
 }
 
 void split_rows(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
@@ -73,7 +72,7 @@ void split_attention(Attention& attention, const std::string& path, const Split&
   require_divides(attention.heads(), "attention heads (--num-attention-heads)", path, setting, group.size());
   require_divides(attention.kv_heads(), "query groups (--num-query-groups)", path, setting, group.size());
   split.block_input(attention);
-  for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(attention, name, path, setting, group);
+  for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(attention, name, path, split);
   split_rows(attention, "o_proj", path, split);
   for (const char* norm : {"q_norm", "k_norm"}) {  // Qwen3: one weight for every head, each rank's heads
     auto* found = attention.named_children().find(norm);
@@ -87,8 +86,8 @@ void split_mlp(SwiGLUMLP& mlp, const std::string& path, const Split& split) {
   const int64_t ffn = projection(mlp, "gate_proj", path, setting).weight().size(0);
   require_divides(ffn, "FFN columns (--ffn-hidden-size)", path, setting, group.size());
   split.block_input(mlp);
-  split_columns(mlp, "gate_proj", path, setting, group);
-  split_columns(mlp, "up_proj", path, setting, group);
+  split_columns(mlp, "gate_proj", path, split);
+  split_columns(mlp, "up_proj", path, split);
   split_rows(mlp, "down_proj", path, split);
 }
 

@@ -52,7 +52,7 @@ class CheckedLlama : public models::LlamaModel {
 
 TEST(Parallelize, PassesRunInTheDocumentedOrder) {
   EXPECT_EQ(names(models::default_passes()),
-            (Strings{"lora", "freeze", "ulysses", "tiled_mlp", "initialize_full", "sharding_plan", "recompute",
+            (Strings{"lora", "freeze", "ulysses", "tensor_parallel", "tiled_mlp", "initialize_full", "sharding_plan", "recompute",
                      "expert_patch", "fully_shard", "prefetch", "initialize_shards"}));
   auto passes = models::default_passes();
   EXPECT_THROW(models::insert_pass_before(passes, "no_such_pass", {"x", [](models::Parallelization&) { return false; }}),
