@@ -31,32 +31,44 @@ struct Split {
   }
 };
 
-Linear& projection(parallel::Module& block, const std::string& name, const std::string& path, const std::string& setting) {
+Linear& projection(parallel::Module& block, const std::string& name, const std::string& path) {
   auto* found = block.named_children().find(name);
   auto* linear = found ? dynamic_cast<Linear*>(found->get()) : nullptr;
   if (!linear) throw std::logic_error(path + " without its Linear " + name);
-  if (linear->has_lora()) {
-    throw std::invalid_argument(setting + ": " + path + "." + name + " has a LoRA adapter; LoRA beside tensor "
-                                "parallelism is not supported yet (--lora-rank)");
-  }
   return *linear;
 }
 
+// LoRA's factor lora_A or lora_B of `linear` (PEFT's adapter, models/lora.h).
+parallel::Module& adapter(Linear& linear, const char* factor) {
+  return dynamic_cast<parallel::Module&>(**linear.named_children().find(factor));
+}
+
+// An adapter is split like its base layer: a column-parallel layer's lora_B by rows (each rank
+// its outputs; lora_A, replicated, gets a partial gradient), a row-parallel layer's lora_A by
+// columns (each rank its inputs; its partial products are summed by the layer's all-reduce,
+// and lora_B, replicated, gets a partial gradient).
 void split_columns(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
-  Linear& linear = projection(block, name, path, split.setting);
+  Linear& linear = projection(block, name, path);
   parallel::split_parameter(linear, "weight", 0, split.group);
   if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, split.group);
+  if (!linear.has_lora()) return;
+  parallel::split_parameter(adapter(linear, "lora_B"), "weight", 0, split.group);
+  parallel::mark_partial_gradient(adapter(linear, "lora_A"), "weight", split.group);
 }
 
 void split_rows(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
   const parallel::Group& group = split.group;
   const std::string& setting = split.setting;
-  Linear& linear = projection(block, name, path, setting);
+  Linear& linear = projection(block, name, path);
   if (linear.has_bias()) {
     throw std::invalid_argument(setting + ": " + path + "." + name + " has a bias, which a row-parallel layer adds once "
                                 "after its all-reduce; not supported yet");
   }
   parallel::split_parameter(linear, "weight", 1, group);
+  if (linear.has_lora()) {
+    parallel::split_parameter(adapter(linear, "lora_A"), "weight", 1, group);
+    parallel::mark_partial_gradient(adapter(linear, "lora_B"), "weight", group);
+  }
   split.row_output(linear);
 }
 
@@ -83,7 +95,7 @@ void split_attention(Attention& attention, const std::string& path, const Split&
 void split_mlp(SwiGLUMLP& mlp, const std::string& path, const Split& split) {
   const parallel::Group& group = split.group;
   const std::string& setting = split.setting;
-  const int64_t ffn = projection(mlp, "gate_proj", path, setting).weight().size(0);
+  const int64_t ffn = projection(mlp, "gate_proj", path).weight().size(0);
   require_divides(ffn, "FFN columns (--ffn-hidden-size)", path, setting, group.size());
   split.block_input(mlp);
   split_columns(mlp, "gate_proj", path, split);

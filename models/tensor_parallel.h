@@ -17,8 +17,8 @@ namespace megacpp::models {
 // other norms and the output layer stay replicated. Throws std::invalid_argument starting with
 // `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when the model does
 // not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not split yet
-// (mixture-of-experts layers, LoRA adapters), or when heads, query groups or the FFN do not
-// divide by the size (naming them). With `sequence_parallel` (Megatron's --sequence-parallel,
+// (mixture-of-experts layers, a row-parallel layer's bias), or when heads, query groups or the
+// FFN do not divide by the size (naming them). LoRA adapters are split like their base layer. With `sequence_parallel` (Megatron's --sequence-parallel,
 // Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks all-gather their input
 // and reduce-scatter their output along the sequence, which is sliced after the model's token
 // embedding and gathered after its final norm (FSDP2Mixin::sequence_parallel_region); refused

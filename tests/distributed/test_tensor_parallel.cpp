@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/lora_runs.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
 
@@ -128,6 +130,22 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
   });
 }
 
+// LoRA adapters split like their base layers (lora_B of a column-parallel layer by rows, lora_A
+// of a row-parallel one by columns, the other factor replicated with partial gradients): the
+// adapters train as on one rank, with sequence parallelism too.
+TEST(TensorParallel, LoraAdaptersTrainAsOnOneRank) {
+  const std::string lora = testing::kLoraTestModel + "--lr 1e-2" + testing::kLoraTestAdapters + " --clip-grad 0.05";
+  const TrainRun reference = train(1, lora);
+  ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+  for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"tp2", 2, " --tensor-model-parallel-size 2"},
+           {"tp2-sp-fsdp2", 4, " --tensor-model-parallel-size 2 --sequence-parallel --use-torch-fsdp2"}}) {
+    const TrainRun run = train(ranks, lora + flags);
+    expect_same_losses(reference, run, name, 1e-5);
+    EXPECT_EQ(grad_norms(run), grad_norms(reference)) << name;
+  }
+}
+
 // Checkpoints record the whole parameters (each TP rank writes its slice's block at its offsets),
 // so any layout resumes any other, in both formats, and a Hugging Face export loads at TP 2.
 TEST(TensorParallel, CheckpointsResumeOnEveryLayoutAndExportsLoadAtTp2) {
@@ -167,8 +185,6 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
        "--tensor-model-parallel-size=2 with --context-parallel-size=2: tensor parallelism beside Ulysses is not supported yet"},
       {kTpFlags + tp2 + " --num-experts 4 --moe-router-topk 2",
        "--tensor-model-parallel-size 2: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
-      {kTpFlags + tp2 + " --lora-rank 4 --lora-alpha 8 --lora-target-modules q_proj",
-       "--tensor-model-parallel-size 2: layers.0.self_attn.q_proj has a LoRA adapter"},
       {kTpFlags + tp2 + " --sequence-parallel --seq-length 15",
        "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
       {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: it does not say that its layers split "
