@@ -55,6 +55,10 @@ class GptModel : public LanguageModel {
     return {{"linear_qkv", {"attn.c_attn"}}, {"linear_proj", {"attn.c_proj"}}, {"linear_fc1", {"mlp.c_fc"}}, {"linear_fc2", {"mlp.c_proj"}}};
   }
   std::string input_embeddings_path() const override { return "wte"; }
+  std::string tensor_parallel_refusal() const override {
+    return "gpt's attention projects q, k and v together (c_attn is [q; k; v], which a split by rows would not give each "
+           "rank whole heads of) and its output projections have biases; not supported yet";
+  }
   std::string ulysses_refusal() const override {
     return "gpt's learned position embeddings (wpe) are read by each token's place in the whole sequence, and its "
            "attention (c_attn) projects q, k and v together";

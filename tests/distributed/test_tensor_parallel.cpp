@@ -187,8 +187,8 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
        "--tensor-model-parallel-size 2: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
       {kTpFlags + tp2 + " --sequence-parallel --seq-length 15",
        "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
-      {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: it does not say that its layers split "
-                  "over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)"},
+      {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: gpt's attention projects q, k and v "
+                  "together"},
   };
   for (const auto& [flags, message] : cases) {
     const TrainRun refused = train(2, flags);

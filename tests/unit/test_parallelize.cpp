@@ -11,6 +11,7 @@
 
 #include "models/llama/llama_model.h"
 #include "models/parallelize.h"
+#include "models/tensor_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "tests/support/tiny_llama.h"
@@ -114,6 +115,29 @@ TEST(Parallelize, WithoutShardingOnlyTheModelPassesRun) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--init-model-with-meta-device needs --use-torch-fsdp2"), std::string::npos) << e.what();
   }
+}
+
+// A family that does not override FSDP2Mixin::tensor_parallel_refusal (an out-of-tree one, say) is
+// refused by name, the hook named, before any parameter is split.
+class UnsplitLlama : public models::LlamaModel {
+ public:
+  using LlamaModel::LlamaModel;
+  std::string tensor_parallel_refusal() const override { return models::FSDP2Mixin::tensor_parallel_refusal(); }
+};
+
+TEST(Parallelize, AFamilyThatDoesNotOptIntoTensorParallelismIsRefusedByName) {
+  auto model = std::make_shared<UnsplitLlama>(testing::tiny_llama(false, false), torch::TensorOptions());
+  const auto before = model->named_parameters()["layers.0.self_attn.q_proj.weight"].sizes().vec();
+  try {
+    models::apply_tensor_parallel(*model, parallel::Group::single(0), "--tensor-model-parallel-size 2");
+    ADD_FAILURE() << "a family that does not opt in was split";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--tensor-model-parallel-size 2: this model cannot split its layers: it does not say "
+                                         "that its layers split over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(model->named_parameters()["layers.0.self_attn.q_proj.weight"].sizes().vec(), before);
 }
 
 }  // namespace
