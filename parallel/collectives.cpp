@@ -100,6 +100,15 @@ PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& o
   return {group.backend->_allgather_base(out, in), nullptr};
 }
 
+at::Tensor all_gather_along(const Group& group, const at::Tensor& x, int64_t dim) {
+  const at::Tensor blocks = x.movedim(dim, 0).contiguous();  // each member's block contiguous
+  at::Tensor out = at::empty({group.size() * blocks.numel()}, blocks.options());
+  all_gather_into_tensor(group, out, blocks.reshape({-1})).wait();
+  std::vector<int64_t> shape = blocks.sizes().vec();
+  shape[0] *= group.size();
+  return out.view(shape).movedim(0, dim);
+}
+
 PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& output,
                                         const at::Tensor& input, ReduceOp op) {
   check_member(group, "reduce_scatter_tensor");

@@ -33,6 +33,9 @@ class PendingCollective {
 // output [size * n] <- concatenation of every member's input [n], in group-rank order.
 PendingCollective all_gather_into_tensor(const Group& group, const at::Tensor& output,
                                          const at::Tensor& input);
+// Every member's `x` (all of one shape) concatenated along `dim` in group-rank order; blocks
+// until done (a tensor parallel slice made whole, a slice of each sequence gathered).
+at::Tensor all_gather_along(const Group& group, const at::Tensor& x, int64_t dim);
 
 // output [n] <- reduction over members of their input[rank * n : (rank + 1) * n].
 // input [size * n]. On Gloo the summation order is the group-rank order (deterministic).

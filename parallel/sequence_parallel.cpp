@@ -10,16 +10,6 @@ namespace {
 
 constexpr int64_t kSequenceDim = 1;
 
-at::Tensor sequence_gathered(const at::Tensor& x, const Group& group) {
-  // Sequence first, so that each rank's slice is one contiguous block.
-  const at::Tensor blocks = x.transpose(0, kSequenceDim).contiguous();
-  at::Tensor out = torch::empty({group.size() * blocks.numel()}, blocks.options());
-  all_gather_into_tensor(group, out, blocks.reshape({-1})).wait();
-  std::vector<int64_t> shape = blocks.sizes().vec();
-  shape[0] *= group.size();
-  return out.view(shape).transpose(0, kSequenceDim);
-}
-
 at::Tensor sequence_reduce_scattered(const at::Tensor& x, const Group& group) {
   const int64_t seq = x.size(kSequenceDim), p = group.size();
   TORCH_CHECK(seq % p == 0, "sequence parallelism: a sequence of ", seq, " tokens does not split over ", p,
@@ -49,7 +39,7 @@ struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
     const Group& group = holder->group;
     if (kKind == SequenceMove::kReduceScatterGather) return sequence_reduce_scattered(x, group);
     if (kKind == SequenceMove::kSliceGather) return sequence_sliced(x, group);
-    return sequence_gathered(x, group);
+    return all_gather_along(group, x, kSequenceDim);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
     const auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
@@ -57,7 +47,7 @@ struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
     const at::Tensor& grad = grads[0];
     if (kKind == SequenceMove::kGatherReduceScatter) return {sequence_reduce_scattered(grad, group), at::Tensor()};
     if (kKind == SequenceMove::kGatherSlice) return {sequence_sliced(grad, group), at::Tensor()};
-    return {sequence_gathered(grad, group), at::Tensor()};
+    return {all_gather_along(group, grad, kSequenceDim), at::Tensor()};
   }
 };
 

@@ -40,7 +40,7 @@ const at::Tensor& slot_tensor(Module& module, const std::string& slot) {
 }
 
 at::Tensor summed(const at::Tensor& x, const Group& group) {
-  at::Tensor out = x.contiguous().clone();
+  at::Tensor out = x.clone(at::MemoryFormat::Contiguous);
   all_reduce(group, out, ReduceOp::kSum).wait();
   return out;
 }
@@ -100,13 +100,7 @@ at::Tensor tensor_parallel_slice(const at::Tensor& full, const TensorParallelPla
 at::Tensor gather_tensor_parallel(const at::Tensor& local, const TensorParallelPlacement& placement) {
   if (!placement.is_split() || placement.group.size() == 1) return local;
   torch::NoGradGuard no_grad;
-  const int p = placement.group.size();
-  at::Tensor input = local.contiguous().reshape({-1});
-  at::Tensor output = torch::empty({p * input.numel()}, input.options());
-  all_gather_into_tensor(placement.group, output, input).wait();
-  std::vector<int64_t> blocks = local.sizes().vec();
-  blocks.insert(blocks.begin(), p);  // [p, *local]: rank j's slice is block j
-  return torch::cat(output.view(blocks).unbind(0), placement.dim);
+  return all_gather_along(placement.group, local, placement.dim).contiguous();
 }
 
 void all_reduce_input_gradient(Module& module, const Group& group) {
