@@ -65,7 +65,11 @@ void expect_same_params(const std::string& reference_path, const std::string& pa
     ASSERT_TRUE(params.count(name)) << what << ": missing " << name;
     const at::Tensor& p = params.at(name);
     ASSERT_EQ(p.sizes(), expected.sizes()) << what << ": " << name;
-    EXPECT_TRUE(p.allclose(expected, 1e-4, 1e-6)) << what << ": " << name << " max diff " << (p - expected).abs().max().item<double>();
+    // Adam moves an element whose gradient is near zero by up to the learning rate whatever the
+    // gradient's size, so a 1e-7 relative round-off difference upstream (sums in another order on
+    // another CPU) can move such an element by ~1e-6: the absolute tolerance sits above that and
+    // far below the 1e-3-sized learning rates the tests train with.
+    EXPECT_TRUE(p.allclose(expected, 1e-4, 1e-5)) << what << ": " << name << " max diff " << (p - expected).abs().max().item<double>();
   }
 }
 

@@ -57,7 +57,8 @@ void expect_same_losses(const TrainRun& reference, const TrainRun& run, const st
 // expect_same_losses): its later losses and the validations after iteration `from`.
 TrainRun iterations_after(const TrainRun& run, size_t from);
 
-// The same names and shapes in two --dump-final-params files, every value within 1e-4 relative.
+// The same names and shapes in two --dump-final-params files, every value within 1e-4
+// relative and 1e-5 absolute (see the definition).
 void expect_same_params(const std::string& reference_path, const std::string& path, const std::string& what);
 
 // The tensors of a Dict[str, Tensor] saved in torch.save's format (--dump-final-params).
