@@ -17,13 +17,19 @@ go to --json, which bench/report.py turns into docs/performance.md's tables.
   python3 bench/bench.py [--sections abcdefgik] [--repeats 3] [--iters 13] [--warmup 3] [--json FILE]
   python3 bench/bench.py --sections h [--scaling-hidden 128,256,512,1024] [--scaling-seq 64,256,1024,4096]
                          [--scaling-ranks 1,2,4] --json bench/scaling.json
+  python3 bench/bench.py --sections l --json bench/tensor_parallel.json
 
 Section (g) runs megacpp built on Debian's libtorch 1.13 (--build-113, outside the root, its
 own attention: no SDPA there) against the same PyTorch 2.6. Section (f) is megacpp alone: peak
 memory and time at a long sequence with and without TiledMLP and Ulysses. Section (i) measures
 megacpp's fused CPU kernels: megacpp with them, with libtorch's composition instead
 (--no-kernel-fusion), and PyTorch, interleaved; section (k) times each kernel alone against its
-composition (megacpp-bench-kernels) on both libtorches. Section (h), the
+composition (megacpp-bench-kernels) on both libtorches. Section (l) is megacpp alone too (libtorch
+1.13): Megatron's tensor parallelism against FSDP2 on the same ranks and global batch, TP 2
+against FSDP 2 on 2 ranks and TP 2 x FSDP 2 against FSDP 4 on 4, interleaved (a comparison of
+layouts, whose communication differs by design: TP all-reduces activations in every block, FSDP2
+gathers parameters and reduce-scatters gradients); run on its own (scripts/bench.sh
+--tensor-parallel), into its own block. Section (h), the
 scaling grid (hidden size, sequence length, ranks), is run on its own (scripts/bench.sh
 --scaling): about 20 minutes on 2 cores.
 """
@@ -48,7 +54,7 @@ PARAMS_RE = re.compile(r"model \w+: (\d+) parameters")
 # [Host memory]): the environment each side gets under each allocator setting.
 KEEP_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 ALLOCATOR_ENV = {
-    "kept": {"megacpp": {}, "megacpp-unfused": {}, "megacpp-1.13": {}, "pytorch": KEEP_MEMORY},
+    "kept": {"megacpp": {}, "megacpp-unfused": {}, "megacpp-1.13": {}, "megacpp-1.13-tp2": {}, "pytorch": KEEP_MEMORY},
     "glibc": {"megacpp": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "megacpp-1.13": {"MEGACPP_KEEP_HOST_MEMORY": "0"}, "pytorch": {}},
 }
 
@@ -111,14 +117,15 @@ def side_command(args, side, cfg, ranks, threads, fsdp, iters):
         return ROOT + megacpp_command(args, args.build, cfg, ranks, threads, fsdp, iters)
     if side == "megacpp-unfused":  # libtorch's composition instead of the fused kernels (Note [Fused kernels])
         return ROOT + megacpp_command(args, args.build, cfg, ranks, threads, fsdp, iters) + ["--no-kernel-fusion"]
-    return megacpp_command(args, args.build_113, cfg, ranks, threads, fsdp, iters)  # megacpp-1.13, on this machine
+    tensor_parallel = ["--tensor-model-parallel-size", "2"] if side == "megacpp-1.13-tp2" else []
+    return megacpp_command(args, args.build_113, cfg, ranks, threads, fsdp, iters) + tensor_parallel  # on this machine
 
 
 def blas_env(args, side):
     """Debian bookworm's OpenBLAS (megacpp-1.13's, outside the root) falls back to generic kernels on
     CPUs newer than itself; it gets the core scripts/openblas_coretype.sh names, so that both sides
     run sgemm kernels for this CPU (the root's newer OpenBLAS knows it)."""
-    return {"OPENBLAS_CORETYPE": args.openblas_core} if side == "megacpp-1.13" and args.openblas_core else {}
+    return {"OPENBLAS_CORETYPE": args.openblas_core} if side.startswith("megacpp-1.13") and args.openblas_core else {}
 
 
 def measure(args, section, cfg, ranks=1, threads=1, fsdp="none", allocator="kept", sides=("megacpp", "pytorch"),
@@ -203,6 +210,12 @@ def section_k(args):  # each fused kernel alone against its composition (megacpp
                                    output=output.strip().splitlines()))
 
 
+def section_l(args):  # tensor parallelism against FSDP2 on the same ranks (megacpp alone, libtorch 1.13)
+    for ranks in (2, 4):
+        measure(args, "l", BASE, ranks=ranks, fsdp="layers", sides=("megacpp-1.13", "megacpp-1.13-tp2"),
+                iters=min(args.iters, 8), warmup=min(args.warmup, 2))
+
+
 LONG = dict(BASE, seq=4096, batch=2)
 
 
@@ -256,7 +269,7 @@ def settings(args):
     def text(command):
         return subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    torch = text(ROOT + ["python3", "-c", "import torch; print(torch.__version__)"]) if set(args.sections) - {"f"} else ""
+    torch = text(ROOT + ["python3", "-c", "import torch; print(torch.__version__)"]) if set(args.sections) - {"f", "l"} else ""
     return dict(date=datetime.date.today().isoformat(), commit=text(["git", "rev-parse", "--short", "HEAD"]),
                 cores=os.cpu_count(), cpu=cpu, pytorch=torch, build=args.build, build_113=args.build_113,
                 iters=args.iters, warmup=args.warmup, repeats=args.repeats, model=BASE, sections=args.sections,

@@ -6,6 +6,8 @@
   python3 bench/report.py bench/scaling.json --docs docs/performance.md --plot docs/scaling.png
                                                           # the scaling grid (section h): its own
                                                           # block, and its ratios drawn (matplotlib)
+  python3 bench/report.py bench/tensor_parallel.json --docs docs/performance.md
+                                                          # tensor parallelism (section l): its own block
 
 Times are median ms per iteration over a case's repeats, with (min-max) of the repeats; a ratio
 is megacpp's median / PyTorch's median, with (min-max) of the per-pair ratios (repeat i of one
@@ -22,14 +24,22 @@ BEGIN = "<!-- bench/report.py: generated from bench/bench.py's JSON; do not edit
 END = "<!-- bench/report.py: end -->"
 SCALING_BEGIN = "<!-- bench/report.py: the scaling grid, generated from bench/scaling.json; do not edit by hand -->"
 SCALING_END = "<!-- bench/report.py: end of the scaling grid -->"
+TP_BEGIN = "<!-- bench/report.py: tensor parallelism, generated from bench/tensor_parallel.json; do not edit by hand -->"
+TP_END = "<!-- bench/report.py: end of tensor parallelism -->"
+
+
+def only_section(results, name):
+    return bool(results["cases"]) and all(c["section"] == name for c in results["cases"])
 
 
 def is_scaling(results):
-    return bool(results["cases"]) and all(c["section"] == "h" for c in results["cases"])
+    return only_section(results, "h")
 
 
 def markers(results):
-    return (SCALING_BEGIN, SCALING_END) if is_scaling(results) else (BEGIN, END)
+    if is_scaling(results):
+        return SCALING_BEGIN, SCALING_END
+    return (TP_BEGIN, TP_END) if only_section(results, "l") else (BEGIN, END)
 
 
 def spread(values, digits=1):
@@ -166,9 +176,31 @@ def plot_scaling(results, path):
     figure.savefig(path, dpi=100)
 
 
+def render_tensor_parallel(results):
+    s, cases = results["settings"], results["cases"]
+    rows = []
+    for c in cases:
+        tp = "TP 2" if c["ranks"] == 2 else "TP 2 x FSDP 2"
+        rows.append([c["ranks"], f"FSDP {c['ranks']}", tp] + side_by_side([c], lambda _: [], "megacpp-1.13-tp2", "megacpp-1.13")[0])
+    header = ["ranks", "against", "layout"] + columns("TP", "FSDP")
+    return "\n".join([
+        TP_BEGIN, "",
+        f"Measured on {s['date']} at commit `{s['commit']}` on {s['cores']} cores ({s['cpu']}), by `{s['command']}`: "
+        f"megacpp built against Debian's libtorch 1.13 (`{s['build_113'].split('/')[-1]}/`), 1 thread per rank, Gloo; "
+        "Llama, {layers} layers, hidden {hidden}, {heads} heads, FFN {ffn}, sequence {seq}, vocabulary {vocab}, global "
+        "batch {batch} (micro-batch 1), fp32, AdamW, an FSDP2 group per layer kept gathered from forward to backward. "
+        "Each layout ran {repeats} times, interleaved with the other; the median of each run's iterations after the "
+        "warm-up. TP splits every layer and the vocabulary over 2 ranks and all-reduces activations in each block; "
+        "FSDP gathers each layer's parameters and reduce-scatters its gradients: the layouts' communication differs "
+        "by design. A ratio below 1: TP is faster or smaller.".format(repeats=s["repeats"], **s["model"]), "",
+        table(header, rows), "", TP_END])
+
+
 def render(results):
     if is_scaling(results):
         return render_scaling(results)
+    if only_section(results, "l"):
+        return render_tensor_parallel(results)
     s, cases = results["settings"], results["cases"]
     out = [BEGIN, "",
            f"Measured on {s['date']} at commit `{s['commit']}` on {s['cores']} cores ({s['cpu']}), by "

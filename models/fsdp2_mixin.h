@@ -61,7 +61,9 @@ class FSDP2Mixin {
   // sequence is split over the TP ranks (the token embedding) and the one after whose output it is
   // whole again (the final norm, before the output layer). The model is the first, then its
   // blocks and the second, then its output layer: every replicated parameter but the first's and
-  // the output layer's is read on slices. Default: none (refused).
+  // the output layer's is read on slices. Tensor parallelism needs the second also without
+  // sequence parallelism: the vocabulary-parallel output layer's input gradient is summed there
+  // (Note [Vocabulary parallelism] in parallel/vocab_parallel.h). Default: none (refused).
   virtual std::pair<std::string, std::string> sequence_parallel_region() const { return {}; }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }

@@ -5,11 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include "models/layers/attention.h"
+#include "models/layers/embedding.h"
 #include "models/layers/linear.h"
 #include "models/layers/mlp.h"
 #include "models/layers/moe.h"
 #include "parallel/sequence_parallel.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/vocab_parallel.h"
 
 namespace megacpp::models {
 namespace {
@@ -47,8 +49,7 @@ parallel::Module& adapter(Linear& linear, const char* factor) {
 // its outputs; lora_A, replicated, gets a partial gradient), a row-parallel layer's lora_A by
 // columns (each rank its inputs; its partial products are summed by the layer's all-reduce,
 // and lora_B, replicated, gets a partial gradient).
-void split_columns(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
-  Linear& linear = projection(block, name, path);
+void split_columns(Linear& linear, const Split& split) {
   parallel::split_parameter(linear, "weight", 0, split.group);
   if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, split.group);
   if (!linear.has_lora()) return;
@@ -84,7 +85,7 @@ void split_attention(Attention& attention, const std::string& path, const Split&
   require_divides(attention.heads(), "attention heads (--num-attention-heads)", path, setting, group.size());
   require_divides(attention.kv_heads(), "query groups (--num-query-groups)", path, setting, group.size());
   split.block_input(attention);
-  for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(attention, name, path, split);
+  for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(projection(attention, name, path), split);
   split_rows(attention, "o_proj", path, split);
   for (const char* norm : {"q_norm", "k_norm"}) {  // Qwen3: one weight for every head, each rank's heads
     auto* found = attention.named_children().find(norm);
@@ -98,8 +99,8 @@ void split_mlp(SwiGLUMLP& mlp, const std::string& path, const Split& split) {
   const int64_t ffn = projection(mlp, "gate_proj", path).weight().size(0);
   require_divides(ffn, "FFN columns (--ffn-hidden-size)", path, setting, group.size());
   split.block_input(mlp);
-  split_columns(mlp, "gate_proj", path, split);
-  split_columns(mlp, "up_proj", path, split);
+  split_columns(projection(mlp, "gate_proj", path), split);
+  split_columns(projection(mlp, "up_proj", path), split);
   split_rows(mlp, "down_proj", path, split);
 }
 
@@ -107,13 +108,45 @@ parallel::Module& module_at(LanguageModel& model, const std::string& path) {
   for (auto& [found, module] : parallel::named_hookable_modules(model)) {
     if (found == path) return *module;
   }
-  throw std::logic_error("sequence parallelism: the model has no module '" + path + "' (FSDP2Mixin::sequence_parallel_region)");
+  throw std::logic_error("tensor parallelism: the model has no module '" + path + "' that FSDP2Mixin names");
 }
 
-// The sequence sliced after the token embedding and gathered after the final norm; every
-// replicated parameter read in between gets a partial gradient (Note [Sequence parallelism]).
-// The embedding itself and the output layer see whole sequences (the slice's gradient is
-// gathered back before the embedding's backward): their gradients are whole.
+// The token embedding and the output layer (or the embedding tied to it) split by vocabulary
+// rows, the output layer's input summed in backward where the module before it makes it, and the
+// logits gathered for whoever reads them whole (Note [Vocabulary parallelism]).
+void split_vocabulary(LanguageModel& model, const Split& split) {
+  const parallel::Group& group = split.group;
+  const std::string& setting = split.setting;
+  const std::string path = model.input_embeddings_path();
+  auto* embedding = path.empty() ? nullptr : dynamic_cast<Embedding*>(&module_at(model, path));
+  const auto [first, last] = model.sequence_parallel_region();
+  if (!embedding || last.empty()) {
+    throw std::invalid_argument(setting + ": this model does not name its token embedding (a models::Embedding, "
+                                "FSDP2Mixin::input_embeddings_path) and the module before its output layer "
+                                "(FSDP2Mixin::sequence_parallel_region), which vocabulary parallelism splits and hooks");
+  }
+  require_divides(embedding->weight().size(0),
+                  "rows of the padded vocabulary (--make-vocab-size-divisible-by, --padded-vocab-size)", path, setting,
+                  group.size());
+  parallel::split_vocab_embedding(*embedding, "weight", group, split.sequence_parallel && first == path);
+  if (!model.output_layer_path().empty()) {
+    auto* output = dynamic_cast<Linear*>(&module_at(model, model.output_layer_path()));
+    if (!output) throw std::logic_error(model.output_layer_path() + " is not a models::Linear");
+    split_columns(*output, split);
+  }
+  parallel::Module& before_output = module_at(model, last);
+  if (split.sequence_parallel) {
+    parallel::gather_output_sequence(before_output, group);
+  } else {
+    parallel::all_reduce_output_gradient(before_output, group);
+  }
+  parallel::gather_logits(model, group);
+}
+
+// The sequence sliced after the token embedding (the embedding's reduce-scatter when it is the
+// region's first module) and gathered after the final norm (split_vocabulary); every replicated
+// parameter read in between gets a partial gradient (Note [Sequence parallelism]). The
+// embedding itself and the output layer see whole sequences: their gradients are whole.
 void split_sequence(LanguageModel& model, const parallel::Group& group, const std::string& setting) {
   const auto [first, last] = model.sequence_parallel_region();
   if (first.empty() || last.empty()) {
@@ -121,8 +154,7 @@ void split_sequence(LanguageModel& model, const parallel::Group& group, const st
                                 "(FSDP2Mixin::sequence_parallel_region)");
   }
   const std::string output = model.output_layer_path();  // empty when tied to the embedding
-  parallel::scatter_output_sequence(module_at(model, first), group);
-  parallel::gather_output_sequence(module_at(model, last), group);
+  if (first != model.input_embeddings_path()) parallel::scatter_output_sequence(module_at(model, first), group);
   const auto inside = [](const std::string& path, const std::string& module) {
     return path == module || path.rfind(module + ".", 0) == 0;
   };
@@ -157,8 +189,9 @@ void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, c
     }
   }
   if (attention_layers == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split");
+  split_vocabulary(model, split);
   if (sequence_parallel) split_sequence(model, group, setting);
-  spdlog::info("tensor parallel: {} attention layer(s) and {} MLP(s) split over {} ranks {}{}", attention_layers, mlps,
+  spdlog::info("tensor parallel: {} attention layer(s), {} MLP(s) and the vocabulary split over {} ranks {}{}", attention_layers, mlps,
                group.size(), group.describe(), sequence_parallel ? ", sequence parallel between them" : "");
 }
 

@@ -13,12 +13,15 @@ namespace megacpp::models {
 // Splits every models::Attention and dense models::SwiGLUMLP of `model` over `group` (size > 1):
 // q/k/v and gate/up column-parallel (whole heads and query groups per rank), o_proj and down_proj
 // row-parallel, one all-reduce of the block's input gradient in backward and of its output in
-// forward; Qwen3's q/k norms replicated with gradients summed over the group. Embeddings, the
-// other norms and the output layer stay replicated. Throws std::invalid_argument starting with
-// `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when the model does
-// not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not split yet
-// (mixture-of-experts layers, a row-parallel layer's bias), or when heads, query groups or the
-// FFN do not divide by the size (naming them). LoRA adapters are split like their base layer. With `sequence_parallel` (Megatron's --sequence-parallel,
+// forward; Qwen3's q/k norms replicated with gradients summed over the group. The token
+// embedding and the output layer (or the embedding tied to it) are split by vocabulary rows and
+// the model's logits gathered unless the caller keeps them split (Note [Vocabulary parallelism]
+// in parallel/vocab_parallel.h); the other norms stay replicated. Throws std::invalid_argument
+// starting with `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when
+// the model does not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not
+// split yet (mixture-of-experts layers, a row-parallel layer's bias), or when heads, query
+// groups, the FFN or the padded vocabulary do not divide by the size (naming them). LoRA
+// adapters are split like their base layer. With `sequence_parallel` (Megatron's --sequence-parallel,
 // Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks all-gather their input
 // and reduce-scatter their output along the sequence, which is sliced after the model's token
 // embedding and gathered after its final norm (FSDP2Mixin::sequence_parallel_region); refused

@@ -114,6 +114,7 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
   check_member(group, "reduce_scatter_tensor");
   ++counts.reduce_scatter;
   check_sizes(input, output, group.size(), "reduce_scatter_tensor");
+  TORCH_CHECK(op != ReduceOp::kMax, "reduce_scatter_tensor sums or averages; it does not take the maximum");
   const int size = group.size();
   auto finish_average = [output, size, op] {
     if (op == ReduceOp::kAvg && size > 1) output.div_(size);
@@ -153,7 +154,7 @@ PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, Reduc
   at::Tensor buffer = group.is_gloo() && is_half_precision(tensor) ? tensor.to(at::kFloat) : tensor;
   std::vector<at::Tensor> tensors{buffer};
   c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
+  options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
   auto work = group.backend->allreduce(tensors, options);
   return {work, [tensor, buffer, op, size] {
             if (op == ReduceOp::kAvg) buffer.div_(size);

@@ -15,7 +15,7 @@ class Work;
 
 namespace megacpp::parallel {
 
-enum class ReduceOp { kSum, kAvg };
+enum class ReduceOp { kSum, kAvg, kMax };  // kMax: all_reduce only
 
 // A collective in flight. wait() blocks until its result is in the output tensor; it is a
 // no-op for collectives that finished synchronously and safe to call twice.

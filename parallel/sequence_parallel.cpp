@@ -29,7 +29,7 @@ at::Tensor sequence_sliced(const at::Tensor& x, const Group& group) {
   return x.narrow(kSequenceDim, group.rank * (seq / p), seq / p).contiguous();
 }
 
-enum class SequenceMove { kGatherReduceScatter, kReduceScatterGather, kSliceGather, kGatherSlice };
+enum class SequenceMove { kGatherReduceScatter, kReduceScatterGather, kSliceGather };
 
 template <SequenceMove kKind>
 struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
@@ -46,7 +46,6 @@ struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
     const Group& group = holder->group;
     const at::Tensor& grad = grads[0];
     if (kKind == SequenceMove::kGatherReduceScatter) return {sequence_reduce_scattered(grad, group), at::Tensor()};
-    if (kKind == SequenceMove::kGatherSlice) return {sequence_sliced(grad, group), at::Tensor()};
     return {all_gather_along(group, grad, kSequenceDim), at::Tensor()};
   }
 };
@@ -76,6 +75,6 @@ void gather_input_sequence(Module& module, const Group& group) {
 
 void reduce_scatter_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kReduceScatterGather>(module, group); }
 void scatter_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kSliceGather>(module, group); }
-void gather_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kGatherSlice>(module, group); }
+void gather_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kGatherReduceScatter>(module, group); }
 
 }  // namespace megacpp::parallel

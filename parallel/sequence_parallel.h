@@ -5,15 +5,15 @@
 // all-gathered along the sequence before its column-parallel layers (backward: reduce-scatter of
 // the gradient), and its row-parallel output reduce-scattered along the sequence instead of
 // all-reduced (backward: all-gather): the same traffic as the all-reduces, and activations
-// between the blocks 1/tp the size. The model's token embeddings are sliced (backward: all-gather),
-// and the sequence gathered again before the output layer (backward: each rank's slice of the
-// gradient, which is the same on every rank).
+// between the blocks 1/tp the size. The vocabulary-parallel token embedding's partial sums are
+// reduce-scattered along the sequence (Note [Vocabulary parallelism]), and the sequence is
+// gathered again before the vocabulary-parallel output layer (backward: the reduce-scatter of
+// its partial gradients).
 //
 // A replicated parameter read in the sliced region (the norms) gets a gradient from its rank's
 // slice only: the model marks it partial (mark_partial_gradient) and its gradients are summed
-// over the group after backward. The token embedding runs on whole sequences (the slice's
-// gradient is gathered back before its backward), and so does the output layer. Hidden states are [batch, seq, hidden]:
-// the sequence is dim 1.
+// over the group after backward. The token embedding and the output layer run on whole
+// sequences. Hidden states are [batch, seq, hidden]: the sequence is dim 1.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,7 +33,7 @@ void reduce_scatter_output_sequence(Module& module, const Group& group);
 // gradient is all-gathered back.
 void scatter_output_sequence(Module& module, const Group& group);
 // A post-hook on `module`: its one output [batch, seq/p, ...] is all-gathered into the whole
-// sequence; the gradient (the same on every rank) is cut to this rank's slice.
+// sequence; the gradient (partial sums, one per rank) is reduce-scattered back.
 void gather_output_sequence(Module& module, const Group& group);
 
 }  // namespace megacpp::parallel

@@ -118,6 +118,13 @@ void all_reduce_output(Module& module, const Group& group) {
   });
 }
 
+void all_reduce_output_gradient(Module& module, const Group& group) {
+  module.add_post_hook([group](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
+    TORCH_CHECK(outputs.size() == 1, "tensor parallelism: the output layer's input is one tensor, got ", outputs.size());
+    return {Region<true>::apply(outputs[0], c10::make_intrusive<GroupHolder>(group))};
+  });
+}
+
 void all_reduce_partial_gradients(const std::vector<at::Tensor>& params, const c10::Device& device) {
   torch::NoGradGuard no_grad;
   for (const auto& p : params) {

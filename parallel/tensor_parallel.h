@@ -11,8 +11,9 @@
 //   partial gradient a replicated parameter read only by the rank's share of the work (Qwen3's
 //                    q/k norms act on the rank's heads): every rank holds all of it, and its
 //                    gradients are summed over the TP group after backward.
-// So one all-reduce per block in forward and one in backward, and every other parameter
-// (embeddings, norms, output layer) is replicated with the same gradient on every TP rank.
+// So one all-reduce per block in forward and one in backward. The token embedding and the output
+// layer are split by vocabulary (Note [Vocabulary parallelism] in parallel/vocab_parallel.h);
+// the other norms are replicated with the same gradient on every TP rank.
 //
 // Slices are real tensors: the module computes with its slice and never knows (attention reads
 // its head count from its projections' outputs). Each split parameter records its placement (the
@@ -63,6 +64,9 @@ at::Tensor gather_tensor_parallel(const at::Tensor& local, const TensorParallelP
 void all_reduce_input_gradient(Module& module, const Group& group);
 // A post-hook on `module`: its one output is all-reduced (the sum of the row-parallel parts).
 void all_reduce_output(Module& module, const Group& group);
+// A post-hook on `module`: its one output passes unchanged; its gradient is all-reduced (what
+// the vocabulary-parallel output layer reads, Note [Vocabulary parallelism]).
+void all_reduce_output_gradient(Module& module, const Group& group);
 
 // Sums over their TP groups the gradients of the parameters marked partial (after backward, on
 // whatever FSDP2 left: the same shard on every rank of a TP group). Collective.

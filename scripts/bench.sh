@@ -6,6 +6,9 @@
 # cores; run it on an otherwise idle machine. Arguments go to bench.py (--sections abcdefgik,
 # --repeats N, --iters N, --warmup N, --json FILE).
 #
+#   scripts/bench.sh --tensor-parallel [bench.py arguments]
+#     section l instead (megacpp's tensor parallelism against FSDP2, on build/ alone: no root;
+#     about 5 minutes): bench/tensor_parallel.json and its block in docs/performance.md.
 #   scripts/bench.sh --scaling [bench.py arguments]
 #     the scaling grid instead (section h: hidden sizes, sequence lengths, 1/2/4 ranks; about 20
 #     minutes on 2 cores, builds aside): bench/scaling.json, its block in docs/performance.md and docs/scaling.png, drawn
@@ -13,6 +16,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MEGACPP_BENCH_COMMAND="bash scripts/bench.sh $*"  # what the results say made them
+if [ "${1:-}" = "--tensor-parallel" ]; then
+  shift
+  bash scripts/build.sh
+  python3 bench/bench.py --sections l --json bench/tensor_parallel.json "$@"
+  python3 bench/report.py bench/tensor_parallel.json --docs docs/performance.md
+  exit 0
+fi
 scaling=0
 if [ "${1:-}" = "--scaling" ]; then
   scaling=1

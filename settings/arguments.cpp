@@ -104,9 +104,14 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
     throw std::invalid_argument("--padded-vocab-size " + std::to_string(padded) + " is smaller than the vocabulary of " +
                                 a.tokenizer.type + " (" + std::to_string(a.tokenizer_vocab_size) + ")");
   }
-  checked_sum({{a.tokenizer_vocab_size, a.tokenizer.type + "'s vocabulary"}, {a.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by"}},
-              "the vocabulary padded to a multiple of --make-vocab-size-divisible-by");
-  const int64_t vocab = padded != 0 ? padded : io::data::padded_vocab_size(a.tokenizer_vocab_size, a.make_vocab_size_divisible_by);
+  // Megatron's padding: to a multiple of --make-vocab-size-divisible-by times the TP size, so that
+  // each tensor-parallel rank holds an equal slice of it (Note [Vocabulary parallelism]).
+  const int64_t multiple = checked_product({{a.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by"},
+                                            {a.tensor_model_parallel_size, "--tensor-model-parallel-size"}},
+                                           "the multiple the vocabulary is padded to");
+  checked_sum({{a.tokenizer_vocab_size, a.tokenizer.type + "'s vocabulary"}, {multiple, "--make-vocab-size-divisible-by x --tensor-model-parallel-size"}},
+              "the vocabulary padded to a multiple of --make-vocab-size-divisible-by x --tensor-model-parallel-size");
+  const int64_t vocab = padded != 0 ? padded : io::data::padded_vocab_size(a.tokenizer_vocab_size, multiple);
   try {
     a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});
   } catch (const std::invalid_argument& e) {

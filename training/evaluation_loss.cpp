@@ -9,11 +9,11 @@ namespace megacpp::training {
 
 void EvaluationLoss::add(models::LanguageModel& model, const MicroBatch& batch) {
   if (per_token_) {
-    const LabelLoss loss = summed_language_model_loss(model, batch, ulysses_);
+    const LabelLoss loss = summed_language_model_loss(model, batch, ulysses_, vocab_);
     sum_ += loss.sum.item<double>();
     labels_ += loss.labels.item<double>();
   } else {  // with Ulysses, this rank's share times the group size (Note [Ulysses])
-    sum_ += language_model_loss(model, batch, ulysses_).item<double>() * ulysses_.size();
+    sum_ += language_model_loss(model, batch, ulysses_, vocab_).item<double>() * ulysses_.size();
     labels_ += 1;
   }
 }

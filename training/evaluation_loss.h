@@ -12,8 +12,10 @@ namespace megacpp::training {
 class EvaluationLoss {
  public:
   // per_token: --calculate-per-token-loss (the summed loss over the summed count of labels);
-  // otherwise the mean of the micro-batches' losses (Megatron's default).
-  EvaluationLoss(bool per_token, parallel::Group ulysses) : per_token_(per_token), ulysses_(std::move(ulysses)) {}
+  // otherwise the mean of the micro-batches' losses (Megatron's default). The groups split each
+  // sequence and the vocabulary (language_model_loss).
+  EvaluationLoss(bool per_token, parallel::Group ulysses, parallel::Group vocab)
+      : per_token_(per_token), ulysses_(std::move(ulysses)), vocab_(std::move(vocab)) {}
 
   // One micro-batch, scored without gradients.
   void add(models::LanguageModel& model, const MicroBatch& batch);
@@ -24,6 +26,7 @@ class EvaluationLoss {
  private:
   bool per_token_;
   parallel::Group ulysses_;
+  parallel::Group vocab_;
   double sum_ = 0;     // losses (per micro-batch means, or sums per token)
   double labels_ = 0;  // per token: the counted labels; otherwise the micro-batches
 };

@@ -37,8 +37,8 @@ ForwardBackwardResult forward_backward(models::LanguageModel& model, const std::
     if (before_micro_batch) before_micro_batch(m);
     const MicroBatch batch = micro_batches[m].to(setup.device);
     if (setup.fsdp) parallel::fsdp::set_requires_gradient_sync(model, m == count - 1);
-    const at::Tensor loss = setup.per_token_loss ? summed_language_model_loss(model, batch, setup.ulysses).sum
-                                                 : language_model_loss(model, batch, setup.ulysses);
+    const at::Tensor loss = setup.per_token_loss ? summed_language_model_loss(model, batch, setup.ulysses, setup.vocab).sum
+                                                 : language_model_loss(model, batch, setup.ulysses, setup.vocab);
     const std::vector<models::AuxiliaryLoss> auxiliary = model.auxiliary_losses();
     if (result.auxiliary.empty()) {
       for (const auto& a : auxiliary) result.auxiliary.push_back({a.name, 0.0});

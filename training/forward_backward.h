@@ -18,6 +18,7 @@ struct ForwardBackwardSetup {
   double loss_scale = 1.0;  // --fp16's (1 without a scaler)
   bool fsdp = false;        // sharded with FSDP2: gradients are reduced after the last micro-batch only
   parallel::Group ulysses = parallel::Group::single(0);  // splits each sequence (Note [Ulysses])
+  parallel::Group vocab = parallel::Group::single(0);    // splits the logits (Note [Vocabulary parallelism])
   // Megatron's --calculate-per-token-loss: the loss summed over the labels of every micro-batch
   // on every rank, divided by their count (not a mean of micro-batch means). Needs the world and
   // the data-parallel size the engine divides summed gradients by.

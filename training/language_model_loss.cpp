@@ -1,11 +1,14 @@
 #include "training/language_model_loss.h"
 
+#include <optional>
+
 #include <torch/torch.h>
 
 #include "models/kernels/cross_entropy_kernel.h"
 #include "models/kernels/fusion.h"
 #include "parallel/collectives.h"
 #include "parallel/ulysses.h"
+#include "parallel/vocab_parallel.h"
 
 namespace megacpp::training {
 
@@ -16,6 +19,16 @@ at::Tensor count_of_labels(const at::Tensor& mask, int64_t labels) {
   return mask.defined() ? mask.gt(0).sum().to(torch::kDouble) : torch::scalar_tensor(static_cast<double>(labels), torch::kDouble);
 }
 
+// Per label, in fp32 (Note [Fused kernels]: the fused kernel reads bf16 logits as they are):
+// logits [labels, vocab], or with a vocab group of p > 1 ranks this rank's [labels, vocab / p].
+at::Tensor cross_entropy_per_label(const at::Tensor& logits, const at::Tensor& labels, const parallel::Group& vocab) {
+  if (vocab.size() > 1) return parallel::vocab_parallel_cross_entropy(logits, labels, vocab);
+  if (models::kernels::kernel_fusion().cross_entropy && models::kernels::fusable(logits)) {
+    return models::kernels::fused_cross_entropy(logits, labels);
+  }
+  return torch::cross_entropy_loss(logits.to(torch::kFloat), labels, {}, at::Reduction::None);
+}
+
 }  // namespace
 
 int64_t counted_labels(const MicroBatch& batch) {
@@ -24,7 +37,8 @@ int64_t counted_labels(const MicroBatch& batch) {
   return count_of_labels(mask, batch.tokens.size(0) * seq_length).item<int64_t>();
 }
 
-LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses) {
+LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses,
+                                     const parallel::Group& vocab) {
   const int64_t seq_length = batch.tokens.size(1) - 1;
   at::Tensor input = batch.tokens.narrow(1, 0, seq_length), labels = batch.tokens.narrow(1, 1, seq_length);
   at::Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.narrow(1, 0, seq_length) : at::Tensor();
@@ -46,20 +60,19 @@ LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBa
     result.sum = model(inputs)[0];
     return result;
   }
-  // [micro, seq, vocab]
+  std::optional<parallel::KeepLogitsSplit> split_by_vocabulary;
+  if (vocab.size() > 1) split_by_vocabulary.emplace();
+  // [micro, seq, vocab / p]
   at::Tensor logits = batch.images.defined() || packed ? model(inputs)[0] : model(input);
-  logits = logits.reshape({-1, model.vocab_size()});
-  labels = labels.reshape({-1});
-  // Per label, in fp32 (Note [Fused kernels]: the fused kernel reads bf16 logits as they are).
-  const at::Tensor per_label = models::kernels::kernel_fusion().cross_entropy && models::kernels::fusable(logits)
-                                   ? models::kernels::fused_cross_entropy(logits, labels)
-                                   : torch::cross_entropy_loss(logits.to(torch::kFloat), labels, {}, at::Reduction::None);
+  logits = logits.reshape({-1, model.vocab_size() / vocab.size()});
+  const at::Tensor per_label = cross_entropy_per_label(logits, labels.reshape({-1}), vocab);
   result.sum = mask.defined() ? (per_label * mask.reshape({-1})).sum() : per_label.sum();
   return result;
 }
 
-at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses) {
-  LabelLoss loss = summed_language_model_loss(model, batch, ulysses);
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses,
+                               const parallel::Group& vocab) {
+  LabelLoss loss = summed_language_model_loss(model, batch, ulysses, vocab);
   at::Tensor count = loss.labels.to(loss.sum.device());
   // The mean over the counted labels of the whole sequences (summed over the Ulysses group).
   if (ulysses.size() > 1) parallel::all_reduce(ulysses, count, parallel::ReduceOp::kSum).wait();

@@ -20,7 +20,12 @@ namespace megacpp::training {
 // whole sequence and this rank takes its slice of both: the model reads seq_length / p tokens
 // and the result is this rank's share, the sum over its labels divided by the count over the
 // whole sequences (summed over the group), so that the group's shares add up to the loss above.
-at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses);
+//
+// With a `vocab` group of p > 1 ranks (tensor parallelism, Note [Vocabulary parallelism]) the
+// model's logits stay each rank's slice of the vocabulary and the loss, the same on every rank of
+// the group, is their vocabulary-parallel cross-entropy.
+at::Tensor language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses,
+                               const parallel::Group& vocab = parallel::Group::single(0));
 
 // The sum behind that mean: this rank's loss summed over the labels it scores (its slice with
 // Ulysses), and how many labels those are (a double tensor). Megatron's
@@ -29,7 +34,8 @@ struct LabelLoss {
   at::Tensor sum;
   at::Tensor labels;
 };
-LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses);
+LabelLoss summed_language_model_loss(models::LanguageModel& model, const MicroBatch& batch, const parallel::Group& ulysses,
+                                     const parallel::Group& vocab = parallel::Group::single(0));
 
 // The labels a micro-batch's loss counts, over its whole sequences (what its loss mask keeps).
 int64_t counted_labels(const MicroBatch& batch);

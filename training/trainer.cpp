@@ -222,7 +222,7 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->ulysses(),
+    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->ulysses(), setup_.mesh->tp(),
                                      args_.calculate_per_token_loss, setup_.runtime->world(), setup_.mesh->data_parallel_size()};
     const auto pass = forward_backward(*model_, batches, setup,
                                        [&](int64_t m) {
@@ -282,7 +282,7 @@ class TrainingRun {
   // loss averaged over micro-batches and ranks (with --calculate-per-token-loss, summed over all
   // their labels and divided by their count); logged as Megatron's validation block.
   void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->ulysses());
+    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->ulysses(), setup_.mesh->tp());
     {
       torch::NoGradGuard no_grad;
       model_->eval();  // no dropout

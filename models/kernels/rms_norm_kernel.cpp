@@ -115,7 +115,7 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool zero_centered_gamma) {
   TORCH_CHECK(weight.dim() == 1 && x.size(-1) == weight.size(0), "fused_rms_norm: weight [", x.size(-1), "] expected, got ",
               weight.sizes());
-  return RmsNormFunction::apply(x, weight, eps, zero_centered_gamma);
+  return RmsNormFunction::apply(x.contiguous(), weight, eps, zero_centered_gamma);  // backward reads it as rows
 }
 
 }  // namespace megacpp::models::kernels

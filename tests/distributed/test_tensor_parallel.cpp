@@ -9,10 +9,12 @@
 
 #include <torch/torch.h>
 
+#include "models/layers/embedding.h"
 #include "models/llama/llama_model.h"
 #include "models/parallelize.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/vocab_parallel.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/lora_runs.h"
 #include "tests/support/tiny_llama.h"
@@ -29,12 +31,14 @@ using testing::TrainRun;
 using testing::write_file;
 
 // Qwen3's layer (q/k norms: replicated weights with partial gradients), grouped-query attention
-// (4 heads, 2 query groups), clipping that always acts (the gradient norm over TP slices counts).
+// (4 heads, 2 query groups), clipping that always acts (the gradient norm over TP slices counts);
+// the vocabulary padded to 128 at TP 1 and 2 alike (Megatron pads to a multiple of
+// --make-vocab-size-divisible-by x TP).
 const std::string kTpFlags =
     "--model-type llama --mock-data --seed 1234 --num-layers 2 --hidden-size 40 --num-attention-heads 4 --num-query-groups 2 "
     "--qk-layernorm --ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
-    "--clip-grad 0.05 --untie-embeddings-and-output-weights";
+    "--clip-grad 0.05 --untie-embeddings-and-output-weights --make-vocab-size-divisible-by 64";
 
 // The "grad norm:" of each iteration line (printed to 3 decimals). Adam hardly notices a wrong
 // clipping factor, so the norm is compared on its own.
@@ -76,7 +80,7 @@ TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
     expect_same_params(dir + "/ref.pt", dump, layout.name);
     EXPECT_EQ(grad_norms(run), grad_norms(reference)) << layout.name;
     const bool sequence_parallel = layout.flags.find("--sequence-parallel") != std::string::npos;
-    EXPECT_NE(run.result.output.find(std::string("tensor parallel: 2 attention layer(s) and 2 MLP(s) split over 2 ranks") +
+    EXPECT_NE(run.result.output.find(std::string("tensor parallel: 2 attention layer(s), 2 MLP(s) and the vocabulary split over 2 ranks") +
                                      (sequence_parallel ? " [0, 1], sequence parallel between them" : "")),
               std::string::npos)
         << run.result.output;
@@ -84,7 +88,8 @@ TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
 
   // An output layer tied to the embedding: each sees whole sequences, their gradients whole.
   std::string tied = kTpFlags;
-  tied.erase(tied.find(" --untie-embeddings-and-output-weights"));
+  const std::string untie = " --untie-embeddings-and-output-weights";
+  tied.erase(tied.find(untie), untie.size());
   expect_same_losses(train(1, tied), train(2, tied + " --tensor-model-parallel-size 2 --sequence-parallel"), "tp2-sp-tied", 1e-5);
 
   const std::string per_token = " --calculate-per-token-loss";
@@ -92,15 +97,16 @@ TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
   expect_same_losses(reference_per_token, train(4, kTpFlags + per_token + " --tensor-model-parallel-size 2"), "tp2-per-token", 1e-5);
 }
 
-// The sharded masters hold a quarter of each transformer layer at TP 2 x FSDP 2 (the replicated
-// embeddings, norms and output layer half: FSDP2 alone shards them), and a layer gathered for
-// its forward is half of the layer (its replicated norms whole).
-TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
+// The sharded masters hold a quarter of the model at TP 2 x FSDP 2 (the norms, replicated over
+// TP, a half: FSDP2 alone shards them), and a layer gathered for its forward is half of the layer
+// (its replicated norms whole).
+TEST(TensorParallel, EachRankHoldsAQuarterOfTheModelAndGathersHalfALayer) {
   testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
     parallel::ParallelDims dims = parallel::ParallelDims::resolve(4, -1, 1, "sharding_size", "ulysses_size", 2);
     const auto mesh = parallel::DeviceMesh::build(rt, dims);
     models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/true);
     config.ffn_hidden_size = 64;
+    config.vocab_size = 64;  // 16 rows per rank
     auto shared = std::make_shared<models::LlamaModel>(config, torch::TensorOptions().dtype(torch::kFloat));
     models::LlamaModel& model = *shared;
     std::map<std::string, int64_t> full;
@@ -109,7 +115,7 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
     settings.wrap.sub_modules_to_wrap = {"layers.{*}"};
     models::parallelize(model, mesh, settings);
     int64_t layers_full = 0, layers_norms = 0, layers_held = 0, layer0_full = 0, layer0_gathered = 0, layer0_norms = 0;
-    int64_t other_full = 0, other_held = 0;
+    int64_t other_full = 0, other_norms = 0, other_held = 0;
     for (const auto& item : model.named_parameters()) {
       const std::string& name = item.key();
       const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
@@ -118,15 +124,65 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
       (layer ? layers_full : other_full) += full.at(name);
       (layer ? layers_held : other_held) += item.value().numel();
       const bool norm = name.find("norm") != std::string::npos;  // replicated over TP
-      if (layer && norm) layers_norms += full.at(name);
+      (layer ? layers_norms : other_norms) += norm ? full.at(name) : 0;
       if (name.rfind("layers.0.", 0) != 0) continue;
       layer0_full += full.at(name);
       layer0_gathered += sharded->layout().rows * sharded->layout().row_numel;
       if (norm) layer0_norms += full.at(name);
     }
     EXPECT_EQ(layers_held * 4, layers_full + layers_norms) << "rank " << rt.rank();  // the norms: a half, not a quarter
-    EXPECT_EQ(other_held * 2, other_full) << "rank " << rt.rank();
+    EXPECT_EQ(other_held * 4, other_full + other_norms) << "rank " << rt.rank();  // the embedding and output layer too
+    const int64_t held = layers_held + other_held, whole = layers_full + other_full;
+    EXPECT_LT(std::abs(static_cast<double>(held) / whole - 0.25), 0.01) << "rank " << rt.rank() << ": " << held << " of " << whole;
     EXPECT_EQ(layer0_gathered * 2, layer0_full + layer0_norms) << "rank " << rt.rank();
+  });
+}
+
+// The vocabulary-parallel cross-entropy of each rank's slice of the logits is the cross-entropy
+// of the whole logits, its gradient the rank's slice of the whole one; labels on either rank and
+// logits far apart (a shift the maximum must absorb) included.
+TEST(TensorParallel, VocabParallelCrossEntropyIsTheWholeOnesOnEachSlice) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    const parallel::Group& group = rt.world();
+    torch::manual_seed(7);  // the same whole logits on both ranks
+    const at::Tensor whole = torch::randn({6, 10}, torch::kDouble) * 4 + torch::arange(10, torch::kDouble) * 3;
+    const at::Tensor labels = torch::tensor({0, 4, 5, 9, 2, 7}, torch::kLong), upstream = torch::rand({6}, torch::kDouble);
+    const at::Tensor reference_logits = whole.clone().requires_grad_(true);
+    const at::Tensor reference = torch::cross_entropy_loss(reference_logits, labels, {}, at::Reduction::None);
+    (reference * upstream).sum().backward();
+    const at::Tensor slice = whole.narrow(1, group.rank * 5, 5).clone().requires_grad_(true);
+    const at::Tensor loss = parallel::vocab_parallel_cross_entropy(slice, labels, group);
+    (loss * upstream).sum().backward();
+    EXPECT_TRUE(loss.allclose(reference, 1e-12, 1e-12)) << loss << reference;
+    EXPECT_TRUE(slice.grad().allclose(reference_logits.grad().narrow(1, group.rank * 5, 5), 1e-12, 1e-12));
+  });
+}
+
+// The vocabulary-parallel embedding gives the whole embedding's vectors (summed, or with
+// sequence parallelism each rank's slice of the sequence) and each rank's rows their gradient.
+TEST(TensorParallel, VocabParallelEmbeddingIsTheWholeOnes) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    const parallel::Group& group = rt.world();
+    for (const bool scatter : {false, true}) {
+      torch::manual_seed(3);
+      models::Embedding whole(10, 4, torch::TensorOptions(torch::kDouble)), split(10, 4, torch::TensorOptions(torch::kDouble));
+      {
+        torch::NoGradGuard no_grad;
+        split.parameters()[0].copy_(whole.parameters()[0]);
+      }
+      parallel::split_vocab_embedding(split, "weight", group, scatter);
+      const at::Tensor ids = torch::tensor({{0, 4, 5, 9}, {2, 7, 7, 1}}, torch::kLong);
+      const at::Tensor upstream = torch::rand({2, 4, 4}, torch::kDouble);
+      const at::Tensor reference = whole(ids);
+      (reference * upstream).sum().backward();
+      const at::Tensor out = split(ids);
+      const at::Tensor mine = scatter ? upstream.narrow(1, group.rank * 2, 2) : upstream;
+      (out * mine).sum().backward();
+      const at::Tensor expected = scatter ? reference.narrow(1, group.rank * 2, 2) : reference;
+      EXPECT_TRUE(out.allclose(expected, 1e-12, 1e-12)) << "scatter " << scatter << "\n" << out << expected;
+      EXPECT_TRUE(split.parameters()[0].grad().allclose(whole.parameters()[0].grad().narrow(0, group.rank * 5, 5), 1e-12, 1e-12))
+          << "scatter " << scatter;
+    }
   });
 }
 
@@ -134,7 +190,8 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheLayersAndGathersHalfALayer) {
 // of a row-parallel one by columns, the other factor replicated with partial gradients): the
 // adapters train as on one rank, with sequence parallelism too.
 TEST(TensorParallel, LoraAdaptersTrainAsOnOneRank) {
-  const std::string lora = testing::kLoraTestModel + "--lr 1e-2" + testing::kLoraTestAdapters + " --clip-grad 0.05";
+  const std::string lora =
+      testing::kLoraTestModel + "--lr 1e-2" + testing::kLoraTestAdapters + " --clip-grad 0.05 --make-vocab-size-divisible-by 64";
   const TrainRun reference = train(1, lora);
   ASSERT_EQ(reference.result.status, 0) << reference.result.output;
   for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
@@ -189,6 +246,11 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
        "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
       {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: gpt's attention projects q, k and v "
                   "together"},
+      {kTpFlags + tp2 + " --padded-vocab-size 129",
+       "--tensor-model-parallel-size 2: the 129 rows of the padded vocabulary (--make-vocab-size-divisible-by, "
+       "--padded-vocab-size) of embed_tokens must divide by it"},
+      {kTpFlags + tp2 + " --loss-compute-mode chunk --loss-chunk-size 8",
+       "--loss-compute-mode chunk with --tensor-model-parallel-size 2: each rank holds its slice of the vocabulary"},
   };
   for (const auto& [flags, message] : cases) {
     const TrainRun refused = train(2, flags);

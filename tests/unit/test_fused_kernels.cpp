@@ -93,14 +93,19 @@ TEST(FusedKernels, RmsNormIsTheCompositionInValuesAndGradients) {
           p.copy_(torch::randn(p.sizes()) * 0.5 + 1);
         }
         const at::Tensor x = (torch::randn({3, 5, dim}) * 3).to(type);
-        const auto pass = [&](bool fused) {
-          FusionScope scope(fused);
-          for (auto& p : norm.parameters()) p.mutable_grad() = at::Tensor();
-          auto result = value_and_gradients([&](const std::vector<at::Tensor>& in) { return norm(in[0]); }, {x}, 7);
-          result.push_back(norm.parameters()[0].grad().clone());
-          return result;
-        };
-        expect_same_pass(pass(true), pass(false), type, "RMSNorm dim " + std::to_string(dim) + (zero_centered ? " 1p" : ""));
+        // Also a strided view of it, as sequence parallelism's reduce-scatter gives (rows not in memory order).
+        for (const bool strided : {false, true}) {
+          const auto pass = [&](bool fused) {
+            FusionScope scope(fused);
+            for (auto& p : norm.parameters()) p.mutable_grad() = at::Tensor();
+            auto result = value_and_gradients(
+                [&](const std::vector<at::Tensor>& in) { return norm(strided ? in[0].transpose(0, 1) : in[0]); }, {x}, 7);
+            result.push_back(norm.parameters()[0].grad().clone());
+            return result;
+          };
+          expect_same_pass(pass(true), pass(false), type,
+                           "RMSNorm dim " + std::to_string(dim) + (zero_centered ? " 1p" : "") + (strided ? " strided" : ""));
+        }
       }
     }
   }

@@ -1,0 +1,120 @@
+#include "parallel/vocab_parallel.h"
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "parallel/collectives.h"
+#include "parallel/group_capsule.h"
+#include "parallel/sequence_parallel.h"
+#include "parallel/tensor_parallel.h"
+
+namespace megacpp::parallel {
+namespace {
+
+thread_local bool logits_kept_split = false;
+
+// The rows [first, first + count) of the vocabulary that a rank of `group` holds of `vocab`.
+struct VocabSlice {
+  int64_t first, count;
+};
+VocabSlice vocab_slice(int64_t vocab, const Group& group) {
+  const int64_t count = vocab / group.size();
+  return {group.rank * count, count};
+}
+
+// All-gathered along the last dimension; backward: this rank's slice of the gradient.
+struct GatheredLogits : torch::autograd::Function<GatheredLogits> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& local,
+                            const c10::intrusive_ptr<GroupHolder>& holder) {
+    ctx->saved_data["group"] = c10::IValue::make_capsule(holder);
+    return all_gather_along(holder->group, local, local.dim() - 1);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    const auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+    const at::Tensor& grad = grads[0];
+    const VocabSlice slice = vocab_slice(grad.size(-1), holder->group);
+    return {grad.narrow(-1, slice.first, slice.count).contiguous(), at::Tensor()};
+  }
+};
+
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& labels,
+                            const c10::intrusive_ptr<GroupHolder>& holder) {
+    const Group& group = holder->group;
+    const auto wide = logits.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    at::Tensor x = logits.to(wide);
+    at::Tensor max = std::get<0>(x.max(-1)).contiguous();
+    all_reduce(group, max, ReduceOp::kMax).wait();
+    x = x - max.unsqueeze(1);
+    at::Tensor exp = x.exp();
+    const VocabSlice slice = vocab_slice(x.size(1) * group.size(), group);
+    const at::Tensor mine = labels.ge(slice.first).logical_and(labels.lt(slice.first + slice.count));
+    const at::Tensor local = (labels - slice.first).masked_fill(mine.logical_not(), 0);
+    const at::Tensor target = x.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(mine.logical_not(), 0);
+    at::Tensor sums = torch::stack({exp.sum(-1), target});  // [2, tokens]: one all-reduce for both
+    all_reduce(group, sums, ReduceOp::kSum).wait();
+    exp.div_(sums[0].unsqueeze(1));  // this rank's slice of the softmax
+    ctx->save_for_backward({exp, local, mine});
+    ctx->saved_data["dtype"] = logits.scalar_type();
+    return sums[0].log() - sums[1];
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &softmax = saved[0], &local = saved[1], &mine = saved[2];
+    // d loss / d logits = softmax - one_hot(label), the one-hot on the rank holding the label.
+    at::Tensor grad = softmax.scatter_add(1, local.unsqueeze(1), mine.to(softmax.scalar_type()).neg().unsqueeze(1));
+    grad.mul_(grads[0].to(grad.scalar_type()).unsqueeze(1));
+    return {grad.to(ctx->saved_data["dtype"].toScalarType()), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+void split_vocab_embedding(Module& embedding, const std::string& slot, const Group& group, bool scatter_sequence) {
+  split_parameter(embedding, slot, 0, group);
+  int64_t vocab = 0;
+  for (const auto& s : embedding.param_slots()) {
+    if (s.name == slot) vocab = tensor_parallel_placement(*s.member)->full_shape.at(0);
+  }
+  const VocabSlice slice = vocab_slice(vocab, group);
+  // The ids not this rank's, from the pre-hook to the post-hook of the same call.
+  auto others = std::make_shared<at::Tensor>();
+  embedding.add_pre_hook([slice, others](Module&, const Module::Tensors& inputs) {
+    TORCH_CHECK(inputs.size() == 1, "vocabulary parallelism: the embedding takes one tensor of ids, got ", inputs.size());
+    const at::Tensor& ids = inputs[0];
+    *others = ids.lt(slice.first).logical_or(ids.ge(slice.first + slice.count));
+    return Module::Tensors{(ids - slice.first).masked_fill(*others, 0)};
+  });
+  embedding.add_post_hook([others](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
+    TORCH_CHECK(others->defined(), "vocabulary parallelism: the embedding's output without its ids");
+    const Module::Tensors out{outputs.at(0).masked_fill(others->unsqueeze(-1), 0)};
+    *others = at::Tensor();
+    return out;
+  });
+  // Then (post-hooks run in order) the group's sum of the vectors.
+  if (scatter_sequence) return reduce_scatter_output_sequence(embedding, group);
+  all_reduce_output(embedding, group);
+}
+
+void gather_logits(Module& model, const Group& group) {
+  model.add_post_hook([group](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
+    if (logits_kept_split || outputs.empty() || !outputs[0].defined() || outputs[0].dim() == 0) return outputs;
+    Module::Tensors out = outputs;
+    out[0] = GatheredLogits::apply(outputs[0], c10::make_intrusive<GroupHolder>(group));
+    return out;
+  });
+}
+
+KeepLogitsSplit::KeepLogitsSplit() : before_(logits_kept_split) { logits_kept_split = true; }
+KeepLogitsSplit::~KeepLogitsSplit() { logits_kept_split = before_; }
+
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const Group& group) {
+  TORCH_CHECK(logits.dim() == 2 && labels.dim() == 1 && labels.size(0) == logits.size(0),
+              "vocab_parallel_cross_entropy: logits [tokens, vocab / p] and labels [tokens] expected, got ", logits.sizes(),
+              " and ", labels.sizes());
+  return VocabParallelCrossEntropy::apply(logits, labels.to(torch::kLong), c10::make_intrusive<GroupHolder>(group));
+}
+
+}  // namespace megacpp::parallel
