@@ -109,8 +109,10 @@ void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, con
   const int64_t multiple = checked_product({{a.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by"},
                                             {a.tensor_model_parallel_size, "--tensor-model-parallel-size"}},
                                            "the multiple the vocabulary is padded to");
-  checked_sum({{a.tokenizer_vocab_size, a.tokenizer.type + "'s vocabulary"}, {multiple, "--make-vocab-size-divisible-by x --tensor-model-parallel-size"}},
-              "the vocabulary padded to a multiple of --make-vocab-size-divisible-by x --tensor-model-parallel-size");
+  const std::string named = a.tensor_model_parallel_size > 1 ? "--make-vocab-size-divisible-by x --tensor-model-parallel-size"
+                                                             : "--make-vocab-size-divisible-by";
+  checked_sum({{a.tokenizer_vocab_size, a.tokenizer.type + "'s vocabulary"}, {multiple, named}},
+              "the vocabulary padded to a multiple of " + named);
   const int64_t vocab = padded != 0 ? padded : io::data::padded_vocab_size(a.tokenizer_vocab_size, multiple);
   try {
     a.model = model_config_from_flags(r, a.model_type, {vocab, a.seq_length});
