@@ -136,8 +136,9 @@ class InferRun {
     const parallel::DeviceMesh& mesh = *setup_.mesh;
     const int64_t n = static_cast<int64_t>(sequences_.size()), per_rank = options_.batch_size;
     const int64_t round = per_rank * mesh.data_parallel_size();
-    const SequenceScoring scoring{per_rank, options_.temperature, options_.entropy, 1024, setup_.device,
-                                  setup_.runtime->world(), mesh.ulysses()};
+    // With --sequence-parallel each forward's positions are padded to a multiple of the TP size.
+    const SequenceScoring scoring{per_rank, options_.temperature, options_.entropy, 1024, setup_.device, setup_.runtime->world(),
+                                  mesh.ulysses(), args_.sequence_parallel ? mesh.tp().size() : 1};
     for (int64_t start = 0; start < n; start += round) {
       heartbeat_.beat(fmt::format("scoring sequences {} to {} of {}", start + 1, std::min(n, start + round), n));
       const int64_t count = std::min(round, n - start);
@@ -209,10 +210,6 @@ int run_fsdp2_infer(const settings::TrainingArguments& args, const InferOptions&
     if (options.batch_size <= 0) throw std::invalid_argument("--infer-batch-size must be positive");
     if (!(options.temperature > 0)) throw std::invalid_argument("--temperature must be positive");
     if (!args.save.empty()) throw std::invalid_argument("--save: megacpp-infer saves no checkpoint (it only reads --load)");
-    if (args.sequence_parallel) {
-      throw std::invalid_argument("--sequence-parallel: megacpp-infer's batches are as long as their longest sequence, which "
-                                  "need not divide by --tensor-model-parallel-size; not supported yet (drop it: the same scores)");
-    }
     if (args.load.empty() && args.init_from_hf_path.empty()) {
       throw std::invalid_argument("the weights come from --load (a checkpoint) or --init-from-hf-path (a Hugging Face folder); neither is given");
     }

@@ -35,8 +35,8 @@ at::Tensor gather_positions(const at::Tensor& slice, const parallel::Group& grou
 
 // One forward over `batch` [b, tokens] (right-padded): the log-probs of its `scored` labels.
 TokenLogProbs score_batch(models::LanguageModel& model, const at::Tensor& batch, int64_t scored, const SequenceScoring& scoring) {
-  const int64_t p = scoring.ulysses.size();
-  const int64_t positions = ceil_div(std::max<int64_t>(scored, 1), p) * p;  // a multiple of the Ulysses group
+  const int64_t p = scoring.ulysses.size(), multiple = p * scoring.position_multiple;  // one of them is 1
+  const int64_t positions = ceil_div(std::max<int64_t>(scored, 1), multiple) * multiple;  // the padding comes last: causal
   at::Tensor input = torch::zeros({batch.size(0), positions}, batch.options());
   at::Tensor labels = torch::zeros_like(input);
   input.narrow(1, 0, scored).copy_(batch.narrow(1, 0, scored));
