@@ -4,6 +4,7 @@
 // models/parallelize.h), which a family may change.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -13,6 +14,21 @@
 #include "models/parallelize_pass.h"
 
 namespace megacpp::models {
+
+// One entry of a family's tensor-parallel plan (torchtitan's parallelize_plan, Megatron's
+// ColumnParallelLinear / RowParallelLinear): the models::Linear layers whose paths `pattern`
+// matches (models/module_path.h, e.g. "h.{*}.attn.c_attn"), split column-parallel (by output
+// rows; in `parts` equal parts each split, a fused [q; k; v] projection's 3; the gradient of the
+// layer's input summed over the TP group) or row-parallel (by input columns; the outputs summed,
+// the bias added once). Each layer holds `units` whole units (attention heads, FFN columns),
+// `unit_name` naming them in a refusal, which the TP size must divide.
+struct TensorParallelLinear {
+  std::string pattern;
+  bool column = true;
+  int64_t parts = 1;
+  int64_t units = 0;
+  std::string unit_name;
+};
 
 class FSDP2Mixin {
  public:
@@ -56,6 +72,10 @@ class FSDP2Mixin {
   virtual std::string tensor_parallel_refusal() const {
     return "it does not say that its layers split over tensor-parallel ranks (FSDP2Mixin::tensor_parallel_refusal)";
   }
+  // A model whose layers are not models::Attention and models::SwiGLUMLP says how its Linear
+  // layers split instead (its attention then reads its head count from its projections'
+  // outputs). Empty: those layers are found by type.
+  virtual std::vector<TensorParallelLinear> tensor_parallel_plan() const { return {}; }
   // With sequence parallelism beside TP (Note [Sequence parallelism] in
   // parallel/sequence_parallel.h): the module after whose [batch, seq, hidden] output each
   // sequence is split over the TP ranks (the token embedding) and the one after whose output it is

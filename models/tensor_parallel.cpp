@@ -9,6 +9,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/mlp.h"
 #include "models/layers/moe.h"
+#include "models/module_path.h"
 #include "parallel/sequence_parallel.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/vocab_parallel.h"
@@ -49,28 +50,23 @@ parallel::Module& adapter(Linear& linear, const char* factor) {
 // its outputs; lora_A, replicated, gets a partial gradient), a row-parallel layer's lora_A by
 // columns (each rank its inputs; its partial products are summed by the layer's all-reduce,
 // and lora_B, replicated, gets a partial gradient).
-void split_columns(Linear& linear, const Split& split) {
-  parallel::split_parameter(linear, "weight", 0, split.group);
-  if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, split.group);
+void split_columns(Linear& linear, const Split& split, int64_t parts = 1) {
+  parallel::split_parameter(linear, "weight", 0, split.group, parts);
+  if (linear.has_bias()) parallel::split_parameter(linear, "bias", 0, split.group, parts);
   if (!linear.has_lora()) return;
-  parallel::split_parameter(adapter(linear, "lora_B"), "weight", 0, split.group);
+  parallel::split_parameter(adapter(linear, "lora_B"), "weight", 0, split.group, parts);
   parallel::mark_partial_gradient(adapter(linear, "lora_A"), "weight", split.group);
 }
 
-void split_rows(parallel::Module& block, const std::string& name, const std::string& path, const Split& split) {
-  const parallel::Group& group = split.group;
-  const std::string& setting = split.setting;
-  Linear& linear = projection(block, name, path);
-  if (linear.has_bias()) {
-    throw std::invalid_argument(setting + ": " + path + "." + name + " has a bias, which a row-parallel layer adds once "
-                                "after its all-reduce; not supported yet");
-  }
-  parallel::split_parameter(linear, "weight", 1, group);
+// A bias is added once, after the parts are summed.
+void split_rows(Linear& linear, const Split& split) {
+  parallel::split_parameter(linear, "weight", 1, split.group);
   if (linear.has_lora()) {
-    parallel::split_parameter(adapter(linear, "lora_A"), "weight", 1, group);
-    parallel::mark_partial_gradient(adapter(linear, "lora_B"), "weight", group);
+    parallel::split_parameter(adapter(linear, "lora_A"), "weight", 1, split.group);
+    parallel::mark_partial_gradient(adapter(linear, "lora_B"), "weight", split.group);
   }
-  split.row_output(linear);
+  if (!linear.has_bias()) return split.row_output(linear);
+  parallel::add_bias_once_around(linear, "bias", [&] { split.row_output(linear); });
 }
 
 void require_divides(int64_t count, const std::string& what, const std::string& path, const std::string& setting, int size) {
@@ -86,7 +82,7 @@ void split_attention(Attention& attention, const std::string& path, const Split&
   require_divides(attention.kv_heads(), "query groups (--num-query-groups)", path, setting, group.size());
   split.block_input(attention);
   for (const char* name : {"q_proj", "k_proj", "v_proj"}) split_columns(projection(attention, name, path), split);
-  split_rows(attention, "o_proj", path, split);
+  split_rows(projection(attention, "o_proj", path), split);
   for (const char* norm : {"q_norm", "k_norm"}) {  // Qwen3: one weight for every head, each rank's heads
     auto* found = attention.named_children().find(norm);
     if (found) parallel::mark_partial_gradient(dynamic_cast<parallel::Module&>(**found), "weight", group);
@@ -101,7 +97,31 @@ void split_mlp(SwiGLUMLP& mlp, const std::string& path, const Split& split) {
   split.block_input(mlp);
   split_columns(projection(mlp, "gate_proj", path), split);
   split_columns(projection(mlp, "up_proj", path), split);
-  split_rows(mlp, "down_proj", path, split);
+  split_rows(projection(mlp, "down_proj", path), split);
+}
+
+// The Linear layers of the family's plan (FSDP2Mixin::tensor_parallel_plan): column-parallel ones
+// with their input's gradient summed (or the sequence gathered), row-parallel ones with their
+// output summed (or reduce-scattered). Returns how many.
+int split_by_plan(LanguageModel& model, const std::vector<TensorParallelLinear>& plan, const Split& split) {
+  int split_layers = 0;
+  for (const auto& entry : plan) {
+    const ModulePathPattern pattern(entry.pattern);
+    for (auto& [path, module] : parallel::named_hookable_modules(model)) {
+      if (!pattern.matches(path)) continue;
+      auto* linear = dynamic_cast<Linear*>(module);
+      if (!linear) throw std::logic_error(path + " (FSDP2Mixin::tensor_parallel_plan) is not a models::Linear");
+      require_divides(entry.units, entry.unit_name, path, split.setting, split.group.size());
+      if (entry.column) {
+        split.block_input(*linear);
+        split_columns(*linear, split, entry.parts);
+      } else {
+        split_rows(*linear, split);
+      }
+      ++split_layers;
+    }
+  }
+  return split_layers;
 }
 
 parallel::Module& module_at(LanguageModel& model, const std::string& path) {
@@ -167,6 +187,38 @@ void split_sequence(LanguageModel& model, const parallel::Group& group, const st
   }
 }
 
+struct SplitLayers {
+  int attention = 0, mlps = 0, experts = 0;
+};
+
+// models::Attention and dense models::SwiGLUMLP layers split as Megatron splits its layer;
+// mixture-of-experts layers stay whole on each rank: every rank routes the same whole tokens
+// through the same experts, so their gradients are whole (on a slice of each sequence the
+// load-balancing loss would be the slice's: refused beside sequence parallelism).
+SplitLayers split_by_type(LanguageModel& model, const Split& split) {
+  SplitLayers counts;
+  std::string experts_path;  // the last mixture-of-experts layer's: its experts stay whole
+  for (auto& [path, module] : parallel::named_hookable_modules(model)) {
+    if (!experts_path.empty() && path.rfind(experts_path + ".", 0) == 0) continue;
+    if (dynamic_cast<SparseMoeBlock*>(module)) {
+      if (split.sequence_parallel) {
+        throw std::invalid_argument(split.setting + " --sequence-parallel: " + path + " is a mixture-of-experts layer "
+                                    "(--num-experts), replicated over the TP ranks; on each rank's slice of the sequence its "
+                                    "load-balancing loss would be the slice's; not supported yet");
+      }
+      experts_path = path;
+      ++counts.experts;
+    } else if (auto* attention = dynamic_cast<Attention*>(module)) {
+      split_attention(*attention, path, split);
+      ++counts.attention;
+    } else if (auto* mlp = dynamic_cast<SwiGLUMLP*>(module)) {
+      split_mlp(*mlp, path, split);
+      ++counts.mlps;
+    }
+  }
+  return counts;
+}
+
 }  // namespace
 
 void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting,
@@ -174,25 +226,22 @@ void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, c
   const Split split{group, setting, sequence_parallel};
   const std::string refusal = model.tensor_parallel_refusal();
   if (!refusal.empty()) throw std::invalid_argument(setting + ": this model cannot split its layers: " + refusal);
-  int attention_layers = 0, mlps = 0;
-  for (auto& [path, module] : parallel::named_hookable_modules(model)) {
-    if (dynamic_cast<SparseMoeBlock*>(module)) {
-      throw std::invalid_argument(setting + ": " + path + " is a mixture-of-experts layer (--num-experts); experts beside "
-                                  "tensor parallelism are not supported yet");
-    }
-    if (auto* attention = dynamic_cast<Attention*>(module)) {
-      split_attention(*attention, path, split);
-      ++attention_layers;
-    } else if (auto* mlp = dynamic_cast<SwiGLUMLP*>(module)) {
-      split_mlp(*mlp, path, split);
-      ++mlps;
-    }
+  const std::vector<TensorParallelLinear> plan = model.tensor_parallel_plan();
+  std::string what;
+  if (plan.empty()) {
+    const SplitLayers layers = split_by_type(model, split);
+    if (layers.attention == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split");
+    what = fmt::format("{} attention layer(s), {} MLP(s)", layers.attention, layers.mlps);
+    if (layers.experts > 0) what += fmt::format(" ({} mixture-of-experts layer(s) replicated on each)", layers.experts);
+  } else {
+    const int layers = split_by_plan(model, plan, split);
+    if (layers == 0) throw std::invalid_argument(setting + ": no layer of this model matches its tensor-parallel plan");
+    what = fmt::format("{} Linear layer(s) of its plan", layers);
   }
-  if (attention_layers == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split");
   split_vocabulary(model, split);
   if (sequence_parallel) split_sequence(model, group, setting);
-  spdlog::info("tensor parallel: {} attention layer(s), {} MLP(s) and the vocabulary split over {} ranks {}{}", attention_layers, mlps,
-               group.size(), group.describe(), sequence_parallel ? ", sequence parallel between them" : "");
+  spdlog::info("tensor parallel: {} and the vocabulary split over {} ranks {}{}", what, group.size(), group.describe(),
+               sequence_parallel ? ", sequence parallel between them" : "");
 }
 
 }  // namespace megacpp::models

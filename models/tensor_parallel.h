@@ -10,8 +10,9 @@
 
 namespace megacpp::models {
 
-// Splits every models::Attention and dense models::SwiGLUMLP of `model` over `group` (size > 1):
-// q/k/v and gate/up column-parallel (whole heads and query groups per rank), o_proj and down_proj
+// Splits the models::Linear layers of the model's FSDP2Mixin::tensor_parallel_plan over `group`
+// (size > 1), or without a plan every models::Attention and dense models::SwiGLUMLP (experts
+// stay whole on each rank): q/k/v and gate/up column-parallel (whole heads and query groups per rank), o_proj and down_proj
 // row-parallel, one all-reduce of the block's input gradient in backward and of its output in
 // forward; Qwen3's q/k norms replicated with gradients summed over the group. The token
 // embedding and the output layer (or the embedding tied to it) are split by vocabulary rows and
@@ -19,7 +20,7 @@ namespace megacpp::models {
 // in parallel/vocab_parallel.h); the other norms stay replicated. Throws std::invalid_argument
 // starting with `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when
 // the model does not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not
-// split yet (mixture-of-experts layers, a row-parallel layer's bias), or when heads, query
+// split yet (mixture-of-experts layers beside sequence parallelism), or when heads, query
 // groups, the FFN or the padded vocabulary do not divide by the size (naming them). LoRA
 // adapters are split like their base layer. With `sequence_parallel` (Megatron's --sequence-parallel,
 // Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks all-gather their input

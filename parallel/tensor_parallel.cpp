@@ -62,9 +62,10 @@ struct Region : torch::autograd::Function<Region<kSumInBackward>> {
 
 }  // namespace
 
-void split_parameter(Module& module, const std::string& slot, int dim, const Group& group) {
+void split_parameter(Module& module, const std::string& slot, int dim, const Group& group, int64_t parts) {
   const at::Tensor& full = slot_tensor(module, slot);
-  TensorParallelPlacement placement{group, dim, full.sizes().vec()};
+  TORCH_CHECK(parts == 1 || dim == 0, "tensor parallelism: a parameter in parts is split along dim 0");
+  TensorParallelPlacement placement{group, dim, full.sizes().vec(), parts};
   at::Tensor local;
   {
     torch::NoGradGuard no_grad;
@@ -93,14 +94,23 @@ void carry_tensor_parallel_placement(const at::Tensor& from, const at::Tensor& t
 
 at::Tensor tensor_parallel_slice(const at::Tensor& full, const TensorParallelPlacement& placement) {
   if (!placement.is_split()) return full;
-  const int64_t size = full.size(placement.dim) / placement.group.size();
-  return full.narrow(placement.dim, placement.group.rank * size, size);
+  const int64_t part = full.size(placement.dim) / placement.parts, size = part / placement.group.size();
+  if (placement.parts == 1) return full.narrow(placement.dim, placement.group.rank * size, size);
+  std::vector<at::Tensor> shares;
+  for (int64_t k = 0; k < placement.parts; ++k) shares.push_back(full.narrow(placement.dim, k * part + placement.group.rank * size, size));
+  return torch::cat(shares, placement.dim);
 }
 
 at::Tensor gather_tensor_parallel(const at::Tensor& local, const TensorParallelPlacement& placement) {
   if (!placement.is_split() || placement.group.size() == 1) return local;
   torch::NoGradGuard no_grad;
-  return all_gather_along(placement.group, local, placement.dim).contiguous();
+  const at::Tensor by_rank = all_gather_along(placement.group, local, placement.dim).contiguous();
+  if (placement.parts == 1) return by_rank;
+  // [rank][part][rows] along dim 0 -> [part][rank][rows]
+  std::vector<int64_t> blocks{placement.group.size(), placement.parts, -1};
+  const auto rest = by_rank.sizes().slice(1);
+  blocks.insert(blocks.end(), rest.begin(), rest.end());
+  return by_rank.view(blocks).transpose(0, 1).reshape(by_rank.sizes());
 }
 
 void all_reduce_input_gradient(Module& module, const Group& group) {
@@ -115,6 +125,21 @@ void all_reduce_output(Module& module, const Group& group) {
   module.add_post_hook([group](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
     TORCH_CHECK(outputs.size() == 1, "tensor parallelism: a row-parallel module gives one output, got ", outputs.size());
     return {Region<false>::apply(outputs[0], c10::make_intrusive<GroupHolder>(group))};
+  });
+}
+
+void add_bias_once_around(Module& module, const std::string& slot, const std::function<void()>& add_reduction) {
+  at::Tensor* bias = nullptr;  // the member: FSDP2 points it at the gathered parameter for each forward
+  for (const auto& s : module.param_slots()) {
+    if (s.name == slot) bias = s.member;
+  }
+  if (!bias) throw std::logic_error("tensor parallelism: module '" + module.name() + "' has no parameter '" + slot + "'");
+  module.add_post_hook([bias](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
+    return {outputs.at(0) - *bias};
+  });
+  add_reduction();
+  module.add_post_hook([bias](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
+    return {outputs.at(0) + *bias};
   });
 }
 

@@ -20,6 +20,21 @@ using io::checkpoint::flat_key;
 
 namespace {
 
+// The blocks of a TP slice in parts whose rows [first, first + rows) this rank holds: each
+// part's share lies at rank * share within the part.
+std::vector<SlotBlock> blocks_in_parts(const parallel::TensorParallelPlacement& tp, int64_t first, int64_t rows,
+                                       std::vector<int64_t> offsets) {
+  const int64_t part = tp.full_shape[0] / tp.parts, share = part / tp.group.size();
+  std::vector<SlotBlock> blocks;
+  for (int64_t row = first; row < first + rows;) {
+    const int64_t k = row / share, within = row % share, n = std::min(share - within, first + rows - row);
+    offsets[0] = k * part + tp.group.rank * share + within;
+    blocks.push_back({row - first, n, offsets});
+    row += n;
+  }
+  return blocks;
+}
+
 // Where this rank's part sits in the whole parameter (Note [Tensor parallelism]: a TP slice, of
 // which FSDP2 shards the rows), and whether this rank writes it: the first data-parallel replica
 // of each part, the first TP rank of a replicated one.
@@ -28,14 +43,20 @@ void place(ParamSlot& slot, const at::Tensor& p, const parallel::DeviceMesh& mes
   const bool split = tp && tp->is_split();
   const auto* fsdp = parallel::fsdp::find_fsdp_param(p);
   slot.global_shape = fsdp ? fsdp->layout().shape : p.sizes().vec();
-  slot.offsets.assign(slot.global_shape.size(), 0);
-  if (fsdp) slot.offsets[0] = fsdp->layout().first_row(mesh.fsdp().rank);
+  std::vector<int64_t> offsets(slot.global_shape.size(), 0);
+  if (fsdp) offsets[0] = fsdp->layout().first_row(mesh.fsdp().rank);
   const bool first_replica = fsdp ? mesh.ddp().rank == 0 && fsdp->layout().rows_on(mesh.fsdp().rank) > 0
                                   : mesh.ddp().rank == 0 && mesh.fsdp().rank == 0;
   slot.writes = first_replica && (split || mesh.tp().rank == 0);
+  const int64_t rows = p.dim() > 0 ? p.size(0) : 0;
+  slot.blocks = {SlotBlock{0, rows, offsets}};
   if (!split) return;
-  slot.offsets[tp->dim] += tp->group.rank * (tp->full_shape[tp->dim] / tp->group.size());
   slot.global_shape = tp->full_shape;
+  if (tp->parts > 1) {
+    slot.blocks = blocks_in_parts(*tp, offsets[0], rows, offsets);
+    return;
+  }
+  slot.blocks[0].offsets[tp->dim] += tp->group.rank * (tp->full_shape[tp->dim] / tp->group.size());
 }
 
 }  // namespace
@@ -77,6 +98,10 @@ torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const 
   return static_cast<torch::optim::AdamWParamState&>(*state);
 }
 
+at::Tensor block_rows(const ParamSlot& slot, const SlotBlock& block, const at::Tensor& local) {
+  return slot.blocks.size() == 1 ? local : local.narrow(0, block.row, block.rows);
+}
+
 void load_rows(const checkpoint::DcpReader& reader, const io::checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& dest) {
   const std::string key = io::checkpoint::flat_key(path);
   const std::string where = reader.dir() + "/.metadata";
@@ -87,10 +112,13 @@ void load_rows(const checkpoint::DcpReader& reader, const io::checkpoint::StateP
                              io::serialization::shape_string(slot.global_shape) + " in the model");
   }
   if (dest.numel() == 0) return;
-  at::Tensor staging = at::empty(dest.sizes(), dest.options().device(at::kCPU));
-  reader.read_block(key, slot.offsets, staging);
   torch::NoGradGuard no_grad;
-  dest.copy_(staging);
+  for (const SlotBlock& block : slot.blocks) {
+    const at::Tensor rows = block_rows(slot, block, dest);
+    at::Tensor staging = at::empty(rows.sizes(), rows.options().device(at::kCPU));
+    reader.read_block(key, block.offsets, staging);
+    rows.copy_(staging);
+  }
 }
 
 void check_model_fits(const settings::TrainingArguments& args, const checkpoint::CheckpointReader& reader,

@@ -26,11 +26,20 @@ class DeviceMesh;
 
 namespace megacpp::training {
 
+// Where rows [row, row + rows) of a rank's part sit in the whole parameter: at `offsets`.
+struct SlotBlock {
+  int64_t row = 0, rows = 0;
+  std::vector<int64_t> offsets;
+};
+
 // One parameter and this rank's part of it (its rows under FSDP2, a block of a TP slice's rows).
 struct ParamSlot {
   std::string fqn;
   at::Tensor tensor;  // the sharded fp32 master (or the whole parameter without FSDP)
-  std::vector<int64_t> global_shape, offsets;  // of the whole parameter; where this rank's part starts
+  std::vector<int64_t> global_shape;  // of the whole parameter
+  // Where this rank's part sits: one block of all its rows, or for a TP slice of a parameter in
+  // parts (Note [Tensor parallelism]) a block per part its rows reach.
+  std::vector<SlotBlock> blocks;
   bool writes = false;     // the one replica that saves this part
   bool trainable = false;  // in an optimizer param group (frozen parameters are not)
   size_t group = 0;        // that optimizer param group
@@ -44,6 +53,10 @@ std::vector<ParamSlot> param_slots(torch::nn::Module& model, const torch::optim:
 
 // The AdamW state of `p`, created (zeros, step 0) when the optimizer has not stepped yet.
 torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& optimizer, const at::Tensor& p);
+
+// `local` (this rank's part of the slot's parameter, or a tensor of its shape) cut into the
+// slot's blocks: each block's rows.
+at::Tensor block_rows(const ParamSlot& slot, const SlotBlock& block, const at::Tensor& local);
 
 // Reads this rank's rows of the tensor at `path` into `dest`, checking the global shape first.
 void load_rows(const checkpoint::DcpReader& reader, const io::checkpoint::StatePath& path, const ParamSlot& slot,

@@ -173,7 +173,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   job.format = format;
   auto& items = job.items;
   auto add_block = [&](const io::checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& local) {
-    items.add_block(path, slot.global_shape, slot.offsets, local.detach());
+    for (const SlotBlock& block : slot.blocks) items.add_block(path, slot.global_shape, block.offsets, block_rows(slot, block, local).detach());
   };
   const auto slots = param_slots(model, &optimizer, mesh_);
   int64_t step = 0;
@@ -195,7 +195,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
       // PyTorch keeps AdamW's step as a float32 scalar tensor per parameter.
       ParamSlot scalar = slot;
       scalar.global_shape.clear();
-      scalar.offsets.clear();
+      scalar.blocks = {SlotBlock{}};
       add_block(format.optimizer_state(slot.fqn, "step"), scalar, torch::full({}, static_cast<float>(state.step())));
       const PyValue group = group_hyperparameters(optimizer.param_groups()[slot.group], false, 0);
       for (const auto& [name, value] : group.dict_items()) items.add_flattened(format.param_group(slot.fqn, name.as_string()), value);

@@ -17,7 +17,10 @@ void load_hf_folder(const std::string& dir, const models::ModelConfig& config, c
   torch::NoGradGuard no_grad;
   for (const auto& slot : slots) {
     if (slot.tensor.numel() == 0) continue;  // a rank past the end of a small parameter
-    slot.tensor.copy_(weights.block(slot.fqn, slot.global_shape, slot.offsets, slot.tensor.sizes().vec()));
+    for (const SlotBlock& block : slot.blocks) {
+      const at::Tensor rows = block_rows(slot, block, slot.tensor);
+      rows.copy_(weights.block(slot.fqn, slot.global_shape, block.offsets, rows.sizes().vec()));
+    }
   }
 }
 

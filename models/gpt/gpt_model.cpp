@@ -9,7 +9,7 @@ namespace megacpp::models {
 
 GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
     : parallel::Module("GPT2Block"),
-      heads_(c.num_attention_heads),
+      head_dim_(c.hidden_size / c.num_attention_heads),
       openai_gelu_(c.openai_gelu),
       hidden_dropout_(c.hidden_dropout) {
   ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options, c.apply_layernorm_1p));
@@ -24,12 +24,15 @@ GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
 }
 
 // Causal multi-head self-attention; q, k and v come from one projection, [q | k | v] along
-// its output rows, each split into heads.
+// its output rows, each split into heads (as many as the projection gives: a tensor-parallel
+// rank's share).
 at::Tensor GptBlock::attention(const at::Tensor& x, const at::Tensor& documents) {
-  const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);
-  auto qkv = (*c_attn_)(x).view({batch, seq, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
+  const int64_t batch = x.size(0), seq = x.size(1);
+  const at::Tensor projected = (*c_attn_)(x);
+  const int64_t heads = projected.size(-1) / (3 * head_dim_);
+  auto qkv = projected.view({batch, seq, 3, heads, head_dim_}).permute({2, 0, 3, 1, 4});
   at::Tensor out = (*core_attention_)({qkv[0], qkv[1], qkv[2], documents})[0];  // [b, heads, s, d]
-  return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, dim}));
+  return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, heads * head_dim_}));
 }
 
 at::Tensor GptBlock::mlp(const at::Tensor& x) {
@@ -53,6 +56,15 @@ GptModel::GptModel(const GptConfig& config, const at::TensorOptions& options)
   for (int64_t i = 0; i < config.num_layers; ++i) h_->push_back(std::make_shared<GptBlock>(config, options));
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(config.hidden_size, config.norm_epsilon, options,
                                                               config.apply_layernorm_1p));
+}
+
+std::vector<TensorParallelLinear> GptModel::tensor_parallel_plan() const {
+  const int64_t heads = config_.num_attention_heads, ffn = config_.ffn();
+  const std::string head_units = "attention heads (--num-attention-heads)", ffn_units = "FFN columns (--ffn-hidden-size)";
+  return {{"h.{*}.attn.c_attn", true, 3, heads, head_units},
+          {"h.{*}.attn.c_proj", false, 1, heads, head_units},
+          {"h.{*}.mlp.c_fc", true, 1, ffn, ffn_units},
+          {"h.{*}.mlp.c_proj", false, 1, ffn, ffn_units}};
 }
 
 parallel::Module::Tensors GptModel::forward_tensors(const Tensors& inputs) {

@@ -32,7 +32,7 @@ class GptBlock : public parallel::Module {
   at::Tensor attention(const at::Tensor& x, const at::Tensor& documents);
   at::Tensor mlp(const at::Tensor& x);
 
-  int64_t heads_;
+  int64_t head_dim_;
   bool openai_gelu_;
   double hidden_dropout_;
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;
@@ -55,10 +55,15 @@ class GptModel : public LanguageModel {
     return {{"linear_qkv", {"attn.c_attn"}}, {"linear_proj", {"attn.c_proj"}}, {"linear_fc1", {"mlp.c_fc"}}, {"linear_fc2", {"mlp.c_proj"}}};
   }
   std::string input_embeddings_path() const override { return "wte"; }
-  std::string tensor_parallel_refusal() const override {
-    return "gpt's attention projects q, k and v together (c_attn is [q; k; v], which a split by rows would not give each "
-           "rank whole heads of) and its output projections have biases; not supported yet";
-  }
+  // Megatron's split of GPT's layer: c_attn column-parallel in its three parts [q; k; v] (each
+  // rank its heads of each), c_fc column-parallel, both c_proj row-parallel (their biases added
+  // once); the attention reads its head count from c_attn's output.
+  std::string tensor_parallel_refusal() const override { return ""; }
+  std::vector<TensorParallelLinear> tensor_parallel_plan() const override;
+  // No module between the embeddings' sum and the first block to slice the sequence at (the
+  // position embedding is added after the token embedding): --sequence-parallel is refused; the
+  // output layer (tied to wte) reads ln_f's output.
+  std::pair<std::string, std::string> sequence_parallel_region() const override { return {"", "ln_f"}; }
   std::string ulysses_refusal() const override {
     return "gpt's learned position embeddings (wpe) are read by each token's place in the whole sequence, and its "
            "attention (c_attn) projects q, k and v together";

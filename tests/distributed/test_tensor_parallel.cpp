@@ -50,6 +50,30 @@ std::vector<double> grad_norms(const TrainRun& run) {
   return norms;
 }
 
+// A checkpoint saved at TP 2 x FSDP 2 (`wrap`: its --fsdp2-config-path flags) after 4 of `flags`'
+// 8 iterations resumes at FSDP 4, at TP 2 and on one rank with the uninterrupted run's losses; one
+// rank's (torch_dist) resumes at TP 2 x FSDP 2; its Hugging Face export loads at TP 2 x FSDP 2
+// with one rank's losses.
+void expect_checkpoints_move_between_layouts(const std::string& flags, const std::string& wrap, const std::string& dir) {
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  const TrainRun straight = train(4, flags + tp2 + wrap + " --save " + dir + "/tp2-fsdp2 --save-interval 4 --ckpt-format torch_dcp");
+  ASSERT_EQ(straight.result.status, 0) << straight.result.output;
+  const TrainRun reference = iterations_after(straight, 4);
+  const std::string from_tp = " --load " + dir + "/tp2-fsdp2 --ckpt-step 4";
+  expect_same_losses(reference, train(4, flags + wrap + from_tp), "tp2 x fsdp2 -> fsdp4", 1e-5);
+  expect_same_losses(reference, train(2, flags + tp2 + from_tp), "tp2 x fsdp2 -> tp2", 1e-5);
+  expect_same_losses(reference, train(1, flags + from_tp), "tp2 x fsdp2 -> 1 rank", 1e-5);
+
+  const TrainRun one = train(1, flags + " --save " + dir + "/one --save-interval 4 --ckpt-format torch_dist");
+  expect_same_losses(iterations_after(one, 4), train(4, flags + tp2 + wrap + " --load " + dir + "/one --ckpt-step 4"),
+                     "1 rank (torch_dist) -> tp2 x fsdp2", 1e-5);
+
+  const auto exported = testing::convert("export --load " + dir + "/tp2-fsdp2 --output " + dir + "/hf");
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  const std::string from_hf = " --init-from-hf-path " + dir + "/hf";
+  expect_same_losses(train(1, flags + from_hf), train(4, flags + tp2 + wrap + from_hf), "hf -> tp2 x fsdp2", 1e-5);
+}
+
 TEST(TensorParallel, SameLossesAndParametersAsOneRankOnEveryLayout) {
   const std::string dir = testing::scratch_dir();
   const std::string layers = write_file(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
@@ -138,6 +162,58 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheModelAndGathersHalfALayer) {
   });
 }
 
+// Megatron's GPT by its plan (FSDP2Mixin::tensor_parallel_plan): c_attn in its three parts
+// [q; k; v], c_fc column-parallel, both c_proj row-parallel with their biases added once, the
+// vocabulary of the tied embedding split. The same losses, gradient norms and final parameters
+// as one rank on every layout; checkpoints (c_attn's rows written as a block per part) and the
+// Hugging Face export (c_attn gathered in order) move between layouts.
+TEST(TensorParallel, GptSplitsAsMegatronsWithTheSameLossesAndCheckpoints) {
+  const std::string dir = testing::scratch_dir();
+  const std::string gpt =
+      "--model-type gpt --mock-data --seed 1234 --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64 "
+      "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 --seq-length 16 --max-position-embeddings 16 "
+      "--micro-batch-size 2 --global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 "
+      "--lr-warmup-iters 2 --clip-grad 0.05 --attention-dropout 0 --hidden-dropout 0";
+  const std::string blocks = testing::fsdp_flags(dir, "blocks.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
+  const std::string hsdp = testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  const TrainRun reference = train(1, gpt + " --dump-final-params " + dir + "/ref.pt");
+  ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+  for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"tp2", 2, tp2},
+           {"tp2-fsdp2-recompute-meta", 4, tp2 + blocks + testing::kRecomputeOnMetaDevice},
+           {"tp2-hsdp2x2", 8, tp2 + hsdp}}) {
+    const TrainRun run = train(ranks, gpt + flags + " --dump-final-params " + dir + "/" + name + ".pt");
+    expect_same_losses(reference, run, name, 1e-5);
+    expect_same_params(dir + "/ref.pt", dir + "/" + name + ".pt", name);
+    EXPECT_EQ(grad_norms(run), grad_norms(reference)) << name;
+    EXPECT_NE(run.result.output.find("tensor parallel: 8 Linear layer(s) of its plan and the vocabulary split over 2 ranks"),
+              std::string::npos)
+        << run.result.output;
+  }
+
+  expect_checkpoints_move_between_layouts(gpt, blocks, dir);
+}
+
+// Mixture-of-experts layers (Qwen3-MoE's, here every other layer) stay whole on each TP rank:
+// the same losses and load-balancing losses as one rank, beside the split attention and dense MLP.
+TEST(TensorParallel, ExpertsAreReplicatedOnEachRank) {
+  const std::string moe = kTpFlags + " --num-experts 4 --moe-router-topk 2 --moe-layer-freq 2 --moe-aux-loss-coeff 0.01";
+  const TrainRun reference = train(1, moe);
+  ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+  ASSERT_EQ(reference.balance_losses.size(), 8u) << reference.result.output;
+  for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"tp2", 2, " --tensor-model-parallel-size 2"}, {"tp2-fsdp2", 4, " --tensor-model-parallel-size 2 --use-torch-fsdp2"}}) {
+    const TrainRun run = train(ranks, moe + flags);
+    expect_same_losses(reference, run, name, 1e-5);
+    EXPECT_EQ(grad_norms(run), grad_norms(reference)) << name;
+    EXPECT_NE(run.result.output.find("tensor parallel: 2 attention layer(s), 1 MLP(s) (1 mixture-of-experts layer(s) replicated "
+                                     "on each) and the vocabulary split over 2 ranks [0, 1]"),
+              std::string::npos)
+        << run.result.output;
+  }
+}
+
 // The vocabulary-parallel cross-entropy of each rank's slice of the logits is the cross-entropy
 // of the whole logits, its gradient the rank's slice of the whole one; labels on either rank and
 // logits far apart (a shift the maximum must absorb) included.
@@ -208,23 +284,7 @@ TEST(TensorParallel, LoraAdaptersTrainAsOnOneRank) {
 TEST(TensorParallel, CheckpointsResumeOnEveryLayoutAndExportsLoadAtTp2) {
   const std::string dir = testing::scratch_dir();
   const std::string layers = testing::fsdp_flags(dir, "layers.yaml", "sub_modules_to_wrap: ['layers.{*}']\n");
-  const std::string tp2 = " --tensor-model-parallel-size 2";
-  const TrainRun straight = train(4, kTpFlags + tp2 + layers + " --save " + dir + "/tp2-fsdp2 --save-interval 4 --ckpt-format torch_dcp");
-  ASSERT_EQ(straight.result.status, 0) << straight.result.output;
-  const TrainRun reference = iterations_after(straight, 4);
-  const std::string from_tp = " --load " + dir + "/tp2-fsdp2 --ckpt-step 4";
-  expect_same_losses(reference, train(4, kTpFlags + layers + from_tp), "tp2 x fsdp2 -> fsdp4", 1e-5);
-  expect_same_losses(reference, train(2, kTpFlags + tp2 + from_tp), "tp2 x fsdp2 -> tp2", 1e-5);
-  expect_same_losses(reference, train(1, kTpFlags + from_tp), "tp2 x fsdp2 -> 1 rank", 1e-5);
-
-  const TrainRun one = train(1, kTpFlags + " --save " + dir + "/one --save-interval 4 --ckpt-format torch_dist");
-  expect_same_losses(iterations_after(one, 4), train(4, kTpFlags + tp2 + layers + " --load " + dir + "/one --ckpt-step 4"),
-                     "1 rank (torch_dist) -> tp2 x fsdp2", 1e-5);
-
-  const auto exported = testing::convert("export --load " + dir + "/tp2-fsdp2 --output " + dir + "/hf");
-  ASSERT_EQ(exported.status, 0) << exported.output;
-  const std::string from_hf = " --init-from-hf-path " + dir + "/hf";
-  expect_same_losses(train(1, kTpFlags + from_hf), train(4, kTpFlags + tp2 + layers + from_hf), "hf -> tp2 x fsdp2", 1e-5);
+  expect_checkpoints_move_between_layouts(kTpFlags, layers, dir);
 }
 
 TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
@@ -240,12 +300,14 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
       {kTpFlags + " --tensor-model-parallel-size 4", "--tensor-model-parallel-size=4 does not divide the world size 2"},
       {kTpFlags + tp2 + " --context-parallel-size 2",
        "--tensor-model-parallel-size=2 with --context-parallel-size=2: tensor parallelism beside Ulysses is not supported yet"},
-      {kTpFlags + tp2 + " --num-experts 4 --moe-router-topk 2",
-       "--tensor-model-parallel-size 2: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
+      {kTpFlags + tp2 + " --sequence-parallel --num-experts 4 --moe-router-topk 2",
+       "--tensor-model-parallel-size 2 --sequence-parallel: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
       {kTpFlags + tp2 + " --sequence-parallel --seq-length 15",
        "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
-      {gpt + tp2, "--tensor-model-parallel-size 2: this model cannot split its layers: gpt's attention projects q, k and v "
-                  "together"},
+      {gpt + tp2 + " --num-attention-heads 1",
+       "--tensor-model-parallel-size 2: the 1 attention heads (--num-attention-heads) of h.0.attn.c_attn must divide by it"},
+      {gpt + tp2 + " --sequence-parallel",
+       "--tensor-model-parallel-size 2 --sequence-parallel: this model does not say where its sequence may be split"},
       {kTpFlags + tp2 + " --padded-vocab-size 129",
        "--tensor-model-parallel-size 2: the 129 rows of the padded vocabulary (--make-vocab-size-divisible-by, "
        "--padded-vocab-size) of embed_tokens must divide by it"},
