@@ -12,9 +12,9 @@ namespace megacpp::models {
 
 // Splits the models::Linear layers of the model's FSDP2Mixin::tensor_parallel_plan over `group`
 // (size > 1), or without a plan every models::Attention and dense models::SwiGLUMLP (experts
-// stay whole on each rank): q/k/v and gate/up column-parallel (whole heads and query groups per rank), o_proj and down_proj
-// row-parallel, one all-reduce of the block's input gradient in backward and of its output in
-// forward; Qwen3's q/k norms replicated with gradients summed over the group. The token
+// stay whole on each rank): q/k/v and gate/up column-parallel (whole heads and query groups per
+// rank), o_proj and down_proj row-parallel, one all-reduce of the block's input gradient in
+// backward and of its output in forward; Qwen3's q/k norms replicated with gradients summed over the group. The token
 // embedding and the output layer (or the embedding tied to it) are split by vocabulary rows and
 // the model's logits gathered unless the caller keeps them split (Note [Vocabulary parallelism]
 // in parallel/vocab_parallel.h); the other norms stay replicated. Throws std::invalid_argument

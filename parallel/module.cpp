@@ -71,20 +71,20 @@ void Module::register_slot(const std::string& name, at::Tensor& member, at::Tens
   slots_.push_back({name, &member});
 }
 
-Module::ParamSlot& Module::slot(const std::string& name) {
-  for (auto& s : slots_) {
+const Module::ParamSlot& Module::param_slot(const std::string& name) const {
+  for (const auto& s : slots_) {
     if (s.name == name) return s;
   }
   throw std::out_of_range("module '" + this->name() + "' has no parameter slot '" + name + "'");
 }
 
 void Module::replace_parameter(const std::string& name, const at::Tensor& value) {
-  *slot(name).member = value;
+  *param_slot(name).member = value;
   parameters_[name] = value;
 }
 
 void Module::set_compute_tensor(const std::string& name, const at::Tensor& value) {
-  *slot(name).member = value;
+  *param_slot(name).member = value;
 }
 
 std::vector<std::pair<std::string, Module*>> named_hookable_modules(torch::nn::Module& root) {

@@ -52,6 +52,8 @@ class Module : public torch::nn::Module {
   void add_forward_wrapper(ForwardWrapper wrapper);
 
   const std::vector<ParamSlot>& param_slots() const { return slots_; }
+  // The slot named `name`; throws std::out_of_range naming the module and the slot.
+  const ParamSlot& param_slot(const std::string& name) const;
   // Points the slot's member and torch's parameter registry at `value`.
   void replace_parameter(const std::string& name, const at::Tensor& value);
   // Points only the member at `value` (a compute view); the registry keeps its tensor.
@@ -78,8 +80,6 @@ class Module : public torch::nn::Module {
                      bool requires_grad = true);
 
  private:
-  ParamSlot& slot(const std::string& name);
-
   std::vector<ParamSlot> slots_;
   std::vector<PreHook> pre_hooks_;
   std::vector<PostHook> post_hooks_;

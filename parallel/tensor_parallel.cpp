@@ -32,13 +32,6 @@ void record(const at::Tensor& tensor, TensorParallelPlacement placement) {
                               Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), std::move(placement)});
 }
 
-const at::Tensor& slot_tensor(Module& module, const std::string& slot) {
-  for (const auto& s : module.param_slots()) {
-    if (s.name == slot) return *s.member;
-  }
-  throw std::logic_error("tensor parallelism: module '" + module.name() + "' has no parameter '" + slot + "'");
-}
-
 at::Tensor summed(const at::Tensor& x, const Group& group) {
   at::Tensor out = x.clone(at::MemoryFormat::Contiguous);
   all_reduce(group, out, ReduceOp::kSum).wait();
@@ -63,7 +56,7 @@ struct Region : torch::autograd::Function<Region<kSumInBackward>> {
 }  // namespace
 
 void split_parameter(Module& module, const std::string& slot, int dim, const Group& group, int64_t parts) {
-  const at::Tensor& full = slot_tensor(module, slot);
+  const at::Tensor& full = *module.param_slot(slot).member;
   TORCH_CHECK(parts == 1 || dim == 0, "tensor parallelism: a parameter in parts is split along dim 0");
   TensorParallelPlacement placement{group, dim, full.sizes().vec(), parts};
   at::Tensor local;
@@ -77,7 +70,7 @@ void split_parameter(Module& module, const std::string& slot, int dim, const Gro
 }
 
 void mark_partial_gradient(Module& module, const std::string& slot, const Group& group) {
-  const at::Tensor& tensor = slot_tensor(module, slot);
+  const at::Tensor& tensor = *module.param_slot(slot).member;
   record(tensor, {group, -1, tensor.sizes().vec()});
 }
 
@@ -94,10 +87,10 @@ void carry_tensor_parallel_placement(const at::Tensor& from, const at::Tensor& t
 
 at::Tensor tensor_parallel_slice(const at::Tensor& full, const TensorParallelPlacement& placement) {
   if (!placement.is_split()) return full;
-  const int64_t part = full.size(placement.dim) / placement.parts, size = part / placement.group.size();
-  if (placement.parts == 1) return full.narrow(placement.dim, placement.group.rank * size, size);
+  const int64_t size = placement.share();
+  if (placement.parts == 1) return full.narrow(placement.dim, placement.share_start(0), size);
   std::vector<at::Tensor> shares;
-  for (int64_t k = 0; k < placement.parts; ++k) shares.push_back(full.narrow(placement.dim, k * part + placement.group.rank * size, size));
+  for (int64_t k = 0; k < placement.parts; ++k) shares.push_back(full.narrow(placement.dim, placement.share_start(k), size));
   return torch::cat(shares, placement.dim);
 }
 
@@ -129,11 +122,8 @@ void all_reduce_output(Module& module, const Group& group) {
 }
 
 void add_bias_once_around(Module& module, const std::string& slot, const std::function<void()>& add_reduction) {
-  at::Tensor* bias = nullptr;  // the member: FSDP2 points it at the gathered parameter for each forward
-  for (const auto& s : module.param_slots()) {
-    if (s.name == slot) bias = s.member;
-  }
-  if (!bias) throw std::logic_error("tensor parallelism: module '" + module.name() + "' has no parameter '" + slot + "'");
+  // The member: FSDP2 points it at the gathered parameter for each forward.
+  const at::Tensor* bias = module.param_slot(slot).member;
   module.add_post_hook([bias](Module&, const Module::Tensors&, const Module::Tensors& outputs) -> Module::Tensors {
     return {outputs.at(0) - *bias};
   });

@@ -46,6 +46,11 @@ struct TensorParallelPlacement {
   int64_t parts = 1;
 
   bool is_split() const { return dim >= 0; }
+  // Along the split dimension (of a split placement): the length of a part, of the share of it
+  // that each rank holds, and where this rank's share of part `k` starts in the whole.
+  int64_t part() const { return full_shape[dim] / parts; }
+  int64_t share() const { return part() / group.size(); }
+  int64_t share_start(int64_t k) const { return k * part() + group.rank * share(); }
 };
 
 // Keeps `group.rank`'s slice of `module`'s parameter `slot` along `dim` (equal slices of each of

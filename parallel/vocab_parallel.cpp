@@ -73,11 +73,8 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 }  // namespace
 
 void split_vocab_embedding(Module& embedding, const std::string& slot, const Group& group, bool scatter_sequence) {
+  const int64_t vocab = embedding.param_slot(slot).member->size(0);
   split_parameter(embedding, slot, 0, group);
-  int64_t vocab = 0;
-  for (const auto& s : embedding.param_slots()) {
-    if (s.name == slot) vocab = tensor_parallel_placement(*s.member)->full_shape.at(0);
-  }
   const VocabSlice slice = vocab_slice(vocab, group);
   // The ids not this rank's, from the pre-hook to the post-hook of the same call.
   auto others = std::make_shared<at::Tensor>();

@@ -20,15 +20,15 @@ using io::checkpoint::flat_key;
 
 namespace {
 
-// The blocks of a TP slice in parts whose rows [first, first + rows) this rank holds: each
-// part's share lies at rank * share within the part.
+// The blocks of a TP slice in parts whose rows [first, first + rows) this rank holds: one per
+// part's share they reach.
 std::vector<SlotBlock> blocks_in_parts(const parallel::TensorParallelPlacement& tp, int64_t first, int64_t rows,
                                        std::vector<int64_t> offsets) {
-  const int64_t part = tp.full_shape[0] / tp.parts, share = part / tp.group.size();
+  const int64_t share = tp.share();
   std::vector<SlotBlock> blocks;
   for (int64_t row = first; row < first + rows;) {
     const int64_t k = row / share, within = row % share, n = std::min(share - within, first + rows - row);
-    offsets[0] = k * part + tp.group.rank * share + within;
+    offsets[0] = tp.share_start(k) + within;
     blocks.push_back({row - first, n, offsets});
     row += n;
   }
@@ -49,14 +49,15 @@ void place(ParamSlot& slot, const at::Tensor& p, const parallel::DeviceMesh& mes
                                   : mesh.ddp().rank == 0 && mesh.fsdp().rank == 0;
   slot.writes = first_replica && (split || mesh.tp().rank == 0);
   const int64_t rows = p.dim() > 0 ? p.size(0) : 0;
-  slot.blocks = {SlotBlock{0, rows, offsets}};
-  if (!split) return;
-  slot.global_shape = tp->full_shape;
-  if (tp->parts > 1) {
-    slot.blocks = blocks_in_parts(*tp, offsets[0], rows, offsets);
-    return;
+  if (split) {
+    slot.global_shape = tp->full_shape;
+    if (tp->parts > 1) {
+      slot.blocks = blocks_in_parts(*tp, offsets[0], rows, offsets);
+      return;
+    }
+    offsets[tp->dim] += tp->share_start(0);
   }
-  slot.blocks[0].offsets[tp->dim] += tp->group.rank * (tp->full_shape[tp->dim] / tp->group.size());
+  slot.blocks = {SlotBlock{0, rows, offsets}};
 }
 
 }  // namespace

@@ -173,7 +173,9 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   job.format = format;
   auto& items = job.items;
   auto add_block = [&](const io::checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& local) {
-    for (const SlotBlock& block : slot.blocks) items.add_block(path, slot.global_shape, block.offsets, block_rows(slot, block, local).detach());
+    for (const SlotBlock& block : slot.blocks) {
+      items.add_block(path, slot.global_shape, block.offsets, block_rows(slot, block, local).detach());
+    }
   };
   const auto slots = param_slots(model, &optimizer, mesh_);
   int64_t step = 0;
