@@ -30,6 +30,18 @@ struct TensorParallelLinear {
   std::string unit_name;
 };
 
+// Where --sequence-parallel splits each sequence between the TP ranks (Note [Sequence
+// parallelism] in parallel/sequence_parallel.h): after the modules `sliced_after`, whose
+// [batch, seq, hidden] outputs summed are the first block's input (the token embedding, whose
+// vocabulary-parallel sums are reduce-scattered along the sequence; a learned position
+// embedding, its output sliced), and whole again after `gathered_after` (the final norm, whose
+// output the output layer reads). Those modules and the output layer read whole sequences;
+// every other replicated parameter is read on slices.
+struct SequenceParallelRegion {
+  std::vector<std::string> sliced_after;
+  std::string gathered_after;
+};
+
 class FSDP2Mixin {
  public:
   virtual ~FSDP2Mixin() = default;
@@ -76,15 +88,11 @@ class FSDP2Mixin {
   // layers split instead (its attention then reads its head count from its projections'
   // outputs). Empty: those layers are found by type.
   virtual std::vector<TensorParallelLinear> tensor_parallel_plan() const { return {}; }
-  // With sequence parallelism beside TP (Note [Sequence parallelism] in
-  // parallel/sequence_parallel.h): the module after whose [batch, seq, hidden] output each
-  // sequence is split over the TP ranks (the token embedding) and the one after whose output it is
-  // whole again (the final norm, before the output layer). The model is the first, then its
-  // blocks and the second, then its output layer: every replicated parameter but the first's and
-  // the output layer's is read on slices. Tensor parallelism needs the second also without
-  // sequence parallelism: the vocabulary-parallel output layer's input gradient is summed there
-  // (Note [Vocabulary parallelism] in parallel/vocab_parallel.h). Default: none (refused).
-  virtual std::pair<std::string, std::string> sequence_parallel_region() const { return {}; }
+  // Where sequence parallelism beside TP splits each sequence. Tensor parallelism needs
+  // `gathered_after` also without sequence parallelism: the vocabulary-parallel output layer's
+  // input gradient is summed there (Note [Vocabulary parallelism] in parallel/vocab_parallel.h).
+  // Default: none (refused).
+  virtual SequenceParallelRegion sequence_parallel_region() const { return {}; }
   // Path of the token embedding module; empty when the model has none.
   virtual std::string input_embeddings_path() const { return ""; }
   // Path of the output layer module; empty when the model has none of its own (e.g. its weight

@@ -1,6 +1,9 @@
 #include "models/tensor_parallel.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -139,8 +142,8 @@ void split_vocabulary(LanguageModel& model, const Split& split) {
   const std::string& setting = split.setting;
   const std::string path = model.input_embeddings_path();
   auto* embedding = path.empty() ? nullptr : dynamic_cast<Embedding*>(&module_at(model, path));
-  const auto [first, last] = model.sequence_parallel_region();
-  if (!embedding || last.empty()) {
+  const SequenceParallelRegion region = model.sequence_parallel_region();
+  if (!embedding || region.gathered_after.empty()) {
     throw std::invalid_argument(setting + ": this model does not name its token embedding (a models::Embedding, "
                                 "FSDP2Mixin::input_embeddings_path) and the module before its output layer "
                                 "(FSDP2Mixin::sequence_parallel_region), which vocabulary parallelism splits and hooks");
@@ -148,13 +151,15 @@ void split_vocabulary(LanguageModel& model, const Split& split) {
   require_divides(embedding->weight().size(0),
                   "rows of the padded vocabulary (--make-vocab-size-divisible-by, --padded-vocab-size)", path, setting,
                   group.size());
-  parallel::split_vocab_embedding(*embedding, "weight", group, split.sequence_parallel && first == path);
+  const auto& sliced = region.sliced_after;
+  const bool slices_sequence = std::find(sliced.begin(), sliced.end(), path) != sliced.end();
+  parallel::split_vocab_embedding(*embedding, "weight", group, split.sequence_parallel && slices_sequence);
   if (!model.output_layer_path().empty()) {
     auto* output = dynamic_cast<Linear*>(&module_at(model, model.output_layer_path()));
     if (!output) throw std::logic_error(model.output_layer_path() + " is not a models::Linear");
     split_columns(*output, split);
   }
-  parallel::Module& before_output = module_at(model, last);
+  parallel::Module& before_output = module_at(model, region.gathered_after);
   if (split.sequence_parallel) {
     parallel::gather_output_sequence(before_output, group);
   } else {
@@ -163,51 +168,52 @@ void split_vocabulary(LanguageModel& model, const Split& split) {
   parallel::gather_logits(model, group);
 }
 
-// The sequence sliced after the token embedding (the embedding's reduce-scatter when it is the
-// region's first module) and gathered after the final norm (split_vocabulary); every replicated
-// parameter read in between gets a partial gradient (Note [Sequence parallelism]). The
-// embedding itself and the output layer see whole sequences: their gradients are whole.
-void split_sequence(LanguageModel& model, const parallel::Group& group, const std::string& setting) {
-  const auto [first, last] = model.sequence_parallel_region();
-  if (first.empty() || last.empty()) {
-    throw std::invalid_argument(setting + " --sequence-parallel: this model does not say where its sequence may be split "
+bool inside(const std::string& path, const std::string& module) {
+  return path == module || path.rfind(module + ".", 0) == 0;
+}
+
+// The sequence sliced after the region's first modules (the token embedding's reduce-scatter
+// when it is one of them, split_vocabulary) and gathered after its last (split_vocabulary);
+// every replicated parameter read in between gets a partial gradient (Note [Sequence
+// parallelism]). The first modules, the output layer and the `whole` modules (run on whole
+// sequences, whole_sequence_inside) see whole sequences: their gradients are whole.
+void split_sequence(LanguageModel& model, const Split& split, std::vector<std::string> whole) {
+  const SequenceParallelRegion region = model.sequence_parallel_region();
+  if (region.sliced_after.empty() || region.gathered_after.empty()) {
+    throw std::invalid_argument(split.setting + " --sequence-parallel: this model does not say where its sequence may be split "
                                 "(FSDP2Mixin::sequence_parallel_region)");
   }
-  const std::string output = model.output_layer_path();  // empty when tied to the embedding
-  if (first != model.input_embeddings_path()) parallel::scatter_output_sequence(module_at(model, first), group);
-  const auto inside = [](const std::string& path, const std::string& module) {
-    return path == module || path.rfind(module + ".", 0) == 0;
-  };
+  for (const std::string& first : region.sliced_after) {
+    if (first != model.input_embeddings_path()) parallel::scatter_output_sequence(module_at(model, first), split.group);
+    whole.push_back(first);
+  }
+  if (!model.output_layer_path().empty()) whole.push_back(model.output_layer_path());  // empty when tied to the embedding
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
-    if (path.empty() || inside(path, first) || (!output.empty() && inside(path, output))) continue;
+    const auto reads_whole = [&path = path](const std::string& whole_module) { return inside(path, whole_module); };
+    if (path.empty() || std::any_of(whole.begin(), whole.end(), reads_whole)) continue;
     for (const auto& slot : module->param_slots()) {
       if (!slot.member->defined() || parallel::tensor_parallel_placement(*slot.member)) continue;
-      parallel::mark_partial_gradient(*module, slot.name, group);
+      parallel::mark_partial_gradient(*module, slot.name, split.group);
     }
   }
 }
 
 struct SplitLayers {
-  int attention = 0, mlps = 0, experts = 0;
+  int attention = 0, mlps = 0;
+  std::vector<std::string> experts;  // the mixture-of-experts layers' paths
 };
 
 // models::Attention and dense models::SwiGLUMLP layers split as Megatron splits its layer;
 // mixture-of-experts layers stay whole on each rank: every rank routes the same whole tokens
-// through the same experts, so their gradients are whole (on a slice of each sequence the
-// load-balancing loss would be the slice's: refused beside sequence parallelism).
+// through the same experts, so their gradients are whole (with sequence parallelism they gather
+// the whole sequences: their load-balancing loss is the whole sequences').
 SplitLayers split_by_type(LanguageModel& model, const Split& split) {
   SplitLayers counts;
-  std::string experts_path;  // the last mixture-of-experts layer's: its experts stay whole
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
-    if (!experts_path.empty() && path.rfind(experts_path + ".", 0) == 0) continue;
+    if (!counts.experts.empty() && inside(path, counts.experts.back())) continue;
     if (dynamic_cast<SparseMoeBlock*>(module)) {
-      if (split.sequence_parallel) {
-        throw std::invalid_argument(split.setting + " --sequence-parallel: " + path + " is a mixture-of-experts layer "
-                                    "(--num-experts), replicated over the TP ranks; on each rank's slice of the sequence its "
-                                    "load-balancing loss would be the slice's; not supported yet");
-      }
-      experts_path = path;
-      ++counts.experts;
+      if (split.sequence_parallel) parallel::whole_sequence_inside(*module, split.group);
+      counts.experts.push_back(path);
     } else if (auto* attention = dynamic_cast<Attention*>(module)) {
       split_attention(*attention, path, split);
       ++counts.attention;
@@ -228,18 +234,20 @@ void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, c
   if (!refusal.empty()) throw std::invalid_argument(setting + ": this model cannot split its layers: " + refusal);
   const std::vector<TensorParallelLinear> plan = model.tensor_parallel_plan();
   std::string what;
+  std::vector<std::string> replicated;  // layers run whole on each rank
   if (plan.empty()) {
-    const SplitLayers layers = split_by_type(model, split);
+    SplitLayers layers = split_by_type(model, split);
     if (layers.attention == 0) throw std::invalid_argument(setting + ": this model has no Attention layer to split");
     what = fmt::format("{} attention layer(s), {} MLP(s)", layers.attention, layers.mlps);
-    if (layers.experts > 0) what += fmt::format(" ({} mixture-of-experts layer(s) replicated on each)", layers.experts);
+    if (!layers.experts.empty()) what += fmt::format(" ({} mixture-of-experts layer(s) replicated on each)", layers.experts.size());
+    replicated = std::move(layers.experts);
   } else {
     const int layers = split_by_plan(model, plan, split);
     if (layers == 0) throw std::invalid_argument(setting + ": no layer of this model matches its tensor-parallel plan");
     what = fmt::format("{} Linear layer(s) of its plan", layers);
   }
   split_vocabulary(model, split);
-  if (sequence_parallel) split_sequence(model, group, setting);
+  if (sequence_parallel) split_sequence(model, split, std::move(replicated));
   spdlog::info("tensor parallel: {} and the vocabulary split over {} ranks {}{}", what, group.size(), group.describe(),
                sequence_parallel ? ", sequence parallel between them" : "");
 }

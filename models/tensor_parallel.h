@@ -19,14 +19,14 @@ namespace megacpp::models {
 // the model's logits gathered unless the caller keeps them split (Note [Vocabulary parallelism]
 // in parallel/vocab_parallel.h); the other norms stay replicated. Throws std::invalid_argument
 // starting with `setting` (how the size was given, e.g. "--tensor-model-parallel-size 2") when
-// the model does not say it can be split (FSDP2Mixin::tensor_parallel_refusal), has what is not
-// split yet (mixture-of-experts layers beside sequence parallelism), or when heads, query
-// groups, the FFN or the padded vocabulary do not divide by the size (naming them). LoRA
-// adapters are split like their base layer. With `sequence_parallel` (Megatron's --sequence-parallel,
-// Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks all-gather their input
-// and reduce-scatter their output along the sequence, which is sliced after the model's token
-// embedding and gathered after its final norm (FSDP2Mixin::sequence_parallel_region); refused
-// for a model that does not name them.
+// the model does not say it can be split (FSDP2Mixin::tensor_parallel_refusal), or when heads,
+// query groups, the FFN or the padded vocabulary do not divide by the size (naming them). LoRA
+// adapters are split like their base layer. With `sequence_parallel` (Megatron's
+// --sequence-parallel, Note [Sequence parallelism] in parallel/sequence_parallel.h) the blocks
+// all-gather their input and reduce-scatter their output along the sequence, which is sliced
+// after the model's embeddings and gathered after its final norm
+// (FSDP2Mixin::sequence_parallel_region; refused for a model that does not name them), and
+// mixture-of-experts layers run on the whole sequences (parallel::whole_sequence_inside).
 void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting,
                            bool sequence_parallel = false);
 

@@ -29,7 +29,7 @@ at::Tensor sequence_sliced(const at::Tensor& x, const Group& group) {
   return x.narrow(kSequenceDim, group.rank * (seq / p), seq / p).contiguous();
 }
 
-enum class SequenceMove { kGatherReduceScatter, kReduceScatterGather, kSliceGather };
+enum class SequenceMove { kGatherReduceScatter, kGatherSlice, kReduceScatterGather, kSliceGather };
 
 template <SequenceMove kKind>
 struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
@@ -46,6 +46,7 @@ struct SequenceExchange : torch::autograd::Function<SequenceExchange<kKind>> {
     const Group& group = holder->group;
     const at::Tensor& grad = grads[0];
     if (kKind == SequenceMove::kGatherReduceScatter) return {sequence_reduce_scattered(grad, group), at::Tensor()};
+    if (kKind == SequenceMove::kGatherSlice) return {sequence_sliced(grad, group), at::Tensor()};
     return {all_gather_along(group, grad, kSequenceDim), at::Tensor()};
   }
 };
@@ -63,18 +64,26 @@ void on_sequence_output(Module& module, const Group& group) {
   });
 }
 
-}  // namespace
-
-void gather_input_sequence(Module& module, const Group& group) {
+template <SequenceMove kKind>
+void on_sequence_input(Module& module, const Group& group) {
   module.add_pre_hook([group](Module&, const Module::Tensors& inputs) {
     Module::Tensors out = inputs;
-    out.at(0) = move_sequence<SequenceMove::kGatherReduceScatter>(inputs[0], group);
+    out.at(0) = move_sequence<kKind>(inputs[0], group);
     return out;
   });
 }
 
+}  // namespace
+
+void gather_input_sequence(Module& module, const Group& group) { on_sequence_input<SequenceMove::kGatherReduceScatter>(module, group); }
+
 void reduce_scatter_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kReduceScatterGather>(module, group); }
 void scatter_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kSliceGather>(module, group); }
 void gather_output_sequence(Module& module, const Group& group) { on_sequence_output<SequenceMove::kGatherReduceScatter>(module, group); }
+
+void whole_sequence_inside(Module& module, const Group& group) {
+  on_sequence_input<SequenceMove::kGatherSlice>(module, group);
+  on_sequence_output<SequenceMove::kSliceGather>(module, group);
+}
 
 }  // namespace megacpp::parallel

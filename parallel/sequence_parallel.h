@@ -35,5 +35,11 @@ void scatter_output_sequence(Module& module, const Group& group);
 // A post-hook on `module`: its one output [batch, seq/p, ...] is all-gathered into the whole
 // sequence; the gradient (partial sums, one per rank) is reduce-scattered back.
 void gather_output_sequence(Module& module, const Group& group);
+// Hooks around `module`, replicated and run on whole sequences on every rank (a mixture-of-experts
+// layer, whose load-balancing loss is the whole sequences'): its first input [batch, seq/p, ...]
+// is all-gathered and its one output cut to this rank's slice. Every rank then back-propagates
+// the same whole gradient through it, so its parameters' gradients are whole and its input's
+// gradient is sliced, not summed.
+void whole_sequence_inside(Module& module, const Group& group);
 
 }  // namespace megacpp::parallel

@@ -21,7 +21,7 @@ at::Tensor LayerNorm::forward(const at::Tensor& x) {
 }
 
 Gpt2Block::Gpt2Block(const Gpt2Config& c, const at::TensorOptions& options)
-    : megacpp::parallel::Module("GPT2Block"), heads_(c.num_attention_heads) {
+    : megacpp::parallel::Module("GPT2Block"), head_dim_(c.head_dim()) {
   ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(c.hidden_size, c.norm_epsilon, options));
   auto attn = register_module("attn", std::make_shared<megacpp::parallel::Module>("GPT2Attention"));
   c_attn_ = attn->register_module("c_attn", std::make_shared<Linear>(c.hidden_size, 3 * c.hidden_size, true, options));
@@ -33,13 +33,16 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const at::TensorOptions& options)
 }
 
 at::Tensor Gpt2Block::forward(const at::Tensor& hidden) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1), dim = hidden.size(2), head_dim = dim / heads_;
-  // Causal self-attention: q, k, v from one projection, [batch, heads, seq, head_dim] each.
-  auto qkv = (*c_attn_)((*ln_1_)(hidden)).view({batch, seq, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
-  at::Tensor scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  // Causal self-attention: q, k, v from one projection, [batch, heads, seq, head_dim] each. The
+  // projection's output gives the shape: with tensor parallelism it holds this rank's heads, and
+  // with sequence parallelism the whole sequence of the slice `hidden` holds.
+  const at::Tensor projected = (*c_attn_)((*ln_1_)(hidden));
+  const int64_t batch = projected.size(0), seq = projected.size(1), heads = projected.size(2) / (3 * head_dim_);
+  auto qkv = projected.view({batch, seq, 3, heads, head_dim_}).permute({2, 0, 3, 1, 4});
+  at::Tensor scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
   at::Tensor future = torch::ones({seq, seq}, hidden.options().dtype(torch::kBool)).triu(1);
   at::Tensor probs = torch::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
-  at::Tensor attended = torch::matmul(probs, qkv[2]).transpose(1, 2).reshape({batch, seq, dim});
+  at::Tensor attended = torch::matmul(probs, qkv[2]).transpose(1, 2).reshape({batch, seq, heads * head_dim_});
   at::Tensor h = hidden + (*attn_proj_)(attended);
   // GELU with the tanh approximation (Hugging Face's "gelu_new").
   return h + (*mlp_proj_)(torch::gelu((*c_fc_)((*ln_2_)(h)), "tanh"));
@@ -55,6 +58,16 @@ Gpt2Model::Gpt2Model(const Gpt2Config& config, const at::TensorOptions& options)
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(config.hidden_size, config.norm_epsilon, options));
 }
 
+// Megatron's split of GPT-2's layer (FSDP2Mixin::tensor_parallel_plan): c_attn column-parallel in
+// its three parts [q; k; v], c_fc column-parallel, both c_proj row-parallel.
+std::vector<megacpp::models::TensorParallelLinear> Gpt2Model::tensor_parallel_plan() const {
+  const int64_t heads = config_.num_attention_heads, ffn = config_.ffn();
+  return {{"h.{*}.attn.c_attn", true, 3, heads, "attention heads"},
+          {"h.{*}.attn.c_proj", false, 1, heads, "attention heads"},
+          {"h.{*}.mlp.c_fc", true, 1, ffn, "FFN columns"},
+          {"h.{*}.mlp.c_proj", false, 1, ffn, "FFN columns"}};
+}
+
 double Gpt2Model::flops_per_token(int64_t seq_length) const {
   const double h = static_cast<double>(config_.hidden_size);
   const double per_layer = 2.0 * (4 * h * h + 2 * h * config_.ffn()) + 2.0 * 2 * seq_length * h;
@@ -65,7 +78,7 @@ at::Tensor Gpt2Model::forward(const at::Tensor& ids) {
   TORCH_CHECK(ids.dim() == 2, "GPT-2 expects token ids [batch, seq], got ", ids.sizes());
   TORCH_CHECK(ids.size(1) <= config_.max_position_embeddings, "sequence of ", ids.size(1),
               " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
-  at::Tensor positions = torch::arange(ids.size(1), ids.options());
+  at::Tensor positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);  // wpe's output [1, seq, hidden]
   at::Tensor h = (*wte_)(ids) + (*wpe_)(positions);
   for (auto& block : *h_) h = (*block->as<Gpt2Block>())(h);
   return torch::linear((*ln_f_)(h), wte_->weight());

@@ -37,7 +37,7 @@ class Gpt2Block : public megacpp::parallel::Module {
   at::Tensor forward(const at::Tensor& hidden) override;  // [batch, seq, hidden]
 
  private:
-  int64_t heads_;
+  int64_t head_dim_;
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;
   std::shared_ptr<megacpp::models::Linear> c_attn_, attn_proj_, c_fc_, mlp_proj_;
 };
@@ -53,6 +53,12 @@ class Gpt2Model : public megacpp::models::LanguageModel {
     return {{"GPT2Block", "h.{*}"}};
   }
   std::string input_embeddings_path() const override { return "wte"; }
+  // Tensor parallelism (--tensor-model-parallel-size): its Linear layers split by the plan, the
+  // blocks read their head count and sequence from c_attn's output, and --sequence-parallel
+  // splits each sequence after the embeddings and gathers it after ln_f.
+  std::string tensor_parallel_refusal() const override { return ""; }
+  std::vector<megacpp::models::TensorParallelLinear> tensor_parallel_plan() const override;
+  megacpp::models::SequenceParallelRegion sequence_parallel_region() const override { return {{"wte", "wpe"}, "ln_f"}; }
 
  protected:
   at::Tensor forward(const at::Tensor& ids) override;

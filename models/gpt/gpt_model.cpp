@@ -24,12 +24,11 @@ GptBlock::GptBlock(const GptConfig& c, const at::TensorOptions& options)
 }
 
 // Causal multi-head self-attention; q, k and v come from one projection, [q | k | v] along
-// its output rows, each split into heads (as many as the projection gives: a tensor-parallel
-// rank's share).
+// its output rows, each split into heads. The projection's output gives the shape (a
+// tensor-parallel rank's share of the heads, the whole sequence where its input is a slice).
 at::Tensor GptBlock::attention(const at::Tensor& x, const at::Tensor& documents) {
-  const int64_t batch = x.size(0), seq = x.size(1);
   const at::Tensor projected = (*c_attn_)(x);
-  const int64_t heads = projected.size(-1) / (3 * head_dim_);
+  const int64_t batch = projected.size(0), seq = projected.size(1), heads = projected.size(-1) / (3 * head_dim_);
   auto qkv = projected.view({batch, seq, 3, heads, head_dim_}).permute({2, 0, 3, 1, 4});
   at::Tensor out = (*core_attention_)({qkv[0], qkv[1], qkv[2], documents})[0];  // [b, heads, s, d]
   return (*attn_proj_)(out.transpose(1, 2).reshape({batch, seq, heads * head_dim_}));
@@ -75,7 +74,8 @@ parallel::Module::Tensors GptModel::forward_tensors(const Tensors& inputs) {
   TORCH_CHECK(ids.size(1) <= config_.max_position_embeddings, "sequence of ", ids.size(1),
               " tokens exceeds --max-position-embeddings ", config_.max_position_embeddings);
   const bool given = inputs.size() > kPositionIds && inputs[kPositionIds].defined();
-  const at::Tensor positions = given ? inputs[kPositionIds] : torch::arange(ids.size(1), ids.options());
+  // [1, seq] when not given: wpe's output [1, seq, hidden] has its sequence where the hidden states do.
+  const at::Tensor positions = given ? inputs[kPositionIds] : torch::arange(ids.size(1), ids.options()).unsqueeze(0);
   const at::Tensor documents = inputs.size() > kDocumentIds ? inputs[kDocumentIds] : at::Tensor();
   at::Tensor h = torch::dropout((*wte_)(ids) + (*wpe_)(positions), config_.hidden_dropout, is_training());
   for (auto& block : *h_) h = (*block->as<GptBlock>())(Tensors{h, documents})[0];

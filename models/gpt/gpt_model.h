@@ -60,10 +60,9 @@ class GptModel : public LanguageModel {
   // once); the attention reads its head count from c_attn's output.
   std::string tensor_parallel_refusal() const override { return ""; }
   std::vector<TensorParallelLinear> tensor_parallel_plan() const override;
-  // No module between the embeddings' sum and the first block to slice the sequence at (the
-  // position embedding is added after the token embedding): --sequence-parallel is refused; the
-  // output layer (tied to wte) reads ln_f's output.
-  std::pair<std::string, std::string> sequence_parallel_region() const override { return {"", "ln_f"}; }
+  // Each sequence is split after the token and position embeddings (summed, then the embedding
+  // dropout) and whole again after ln_f, which the output layer (tied to wte) reads.
+  SequenceParallelRegion sequence_parallel_region() const override { return {{"wte", "wpe"}, "ln_f"}; }
   std::string ulysses_refusal() const override {
     return "gpt's learned position embeddings (wpe) are read by each token's place in the whole sequence, and its "
            "attention (c_attn) projects q, k and v together";

@@ -77,7 +77,7 @@ class LlamaModel : public LanguageModel {
   // Built from models::Attention and SwiGLUMLP (experts are refused by apply_tensor_parallel).
   std::string tensor_parallel_refusal() const override { return ""; }
   // Sequence parallelism: sliced after the token embedding, whole again after the final norm.
-  std::pair<std::string, std::string> sequence_parallel_region() const override { return {"embed_tokens", "norm"}; }
+  SequenceParallelRegion sequence_parallel_region() const override { return {{"embed_tokens"}, "norm"}; }
   // transformers' expert class: each layers.N.mlp.experts.E is a Qwen3MoeMLP.
   std::vector<std::pair<std::string, std::string>> expert_module_classes() const override {
     if (config_.num_experts == 0) return {};

@@ -1,8 +1,8 @@
 // A model family built outside megacpp (examples/custom_model, GPT-2 style) against an
 // installed megacpp: `cmake --install`, find_package(megacpp), then trained by its own
-// executable and by the stock megacpp-train --model-library, on every layout, saved, resumed,
-// exported to a Hugging Face GPT2LMHeadModel folder (checked by tests/reference/gpt2_forward.py)
-// and imported back.
+// executable and by the stock megacpp-train --model-library, on every layout (tensor parallelism
+// through its own hooks included), saved, resumed, exported to a Hugging Face GPT2LMHeadModel
+// folder (checked by tests/reference/gpt2_forward.py) and imported back.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +20,7 @@ namespace megacpp {
 namespace {
 
 const std::string kGpt2 =
-    "--model-type gpt2 --mock-data --tokenizer-type NullTokenizer --vocab-size 99 --make-vocab-size-divisible-by 4 "
+    "--model-type gpt2 --mock-data --tokenizer-type NullTokenizer --vocab-size 103 --make-vocab-size-divisible-by 4 "
     "--seed 3 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 8 --log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 4";
 
@@ -73,6 +73,12 @@ TEST(CustomModel, Gpt2BuiltOutsideTheTreeTrainsOnEveryLayoutExportsAndImports) {
   testing::expect_same_losses(one, two, "FSDP on 2 ranks", 1e-5);
   testing::expect_same_losses(one, testing::train_with(example.train, 4, kGpt2 + by_class), "FSDP on 4 ranks", 1e-5);
   testing::expect_same_losses(one, testing::train_with(example.train, 4, kGpt2 + hsdp), "HSDP 2x2", 1e-5);
+  // Tensor parallelism through the family's own plan and sequence-parallel region (104 rows of
+  // vocabulary: the same padding at TP 1 and 2).
+  const std::string tp2 = " --tensor-model-parallel-size 2";
+  testing::expect_same_losses(one, testing::train_with(example.train, 2, kGpt2 + tp2), "TP 2", 1e-5);
+  testing::expect_same_losses(one, testing::train_with(example.train, 4, kGpt2 + layers + tp2 + " --sequence-parallel"),
+                              "TP 2 x FSDP 2, sequence parallel", 1e-5);
   testing::expect_same_losses(one, testing::train_with(example.train, 2, kGpt2 + layers + " --init-model-with-meta-device"),
                               "meta-device init", 1e-5);
 

@@ -221,7 +221,7 @@ TEST(FineTuningScripts, MindSpeedLlmMixtral) {
       {"TOKENIZER_MODEL=\"your tokenizer path\"", "TOKENIZER_MODEL=\"" + tokenizer + "\""},
       {"CKPT_SAVE_DIR=\"your model save ckpt path\"", "CKPT_SAVE_DIR=\"" + dir + "/ckpt\""},
       {"CKPT_LOAD_DIR=\"your model ckpt path\"", "CKPT_LOAD_DIR=\"" + dir + "/ckpt\""},
-      {"TP=8", "TP=1"},
+      {"TP=8", "TP=2"},  // with its --sequence-parallel, on the 2 ranks there are
       {"CP=4", "CP=1"},
       {"NUM_LAYERS=32", "NUM_LAYERS=2"},
       {"--seq-length 32768", "--seq-length 32"},
@@ -238,6 +238,10 @@ TEST(FineTuningScripts, MindSpeedLlmMixtral) {
   const TrainRun run = run_script(dir, edited_script("mindspeed_llm_pretrain_mixtral_8x7b_ptd.sh", edits, dir));
   expect_trained(run, 4);
   checked(run, "load_balancing_loss");
+  EXPECT_NE(run.result.output.find("(2 mixture-of-experts layer(s) replicated on each) and the vocabulary split over 2 ranks [0, 1], "
+                                   "sequence parallel between them"),
+            std::string::npos)
+      << run.result.output;
   EXPECT_TRUE(fs::exists(dir + "/ckpt/iter_0000004")) << run.result.output;
 }
 

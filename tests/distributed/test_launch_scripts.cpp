@@ -215,8 +215,9 @@ TEST(LaunchScripts, MegatronAmdTrainLlama3) {
 // Megatron-LM's GPT-3 175B example (examples/gpt3/train_gpt3_175b_distributed.sh): none of the
 // architecture flags, so Megatron's GPT (learned positions, LayerNorm, GeLU, biases, dropout 0.1,
 // --model-type gpt); GPT-2's vocab and merges with pretrain_gpt.py's default tokenizer; --fp16
-// without the distributed optimizer; the batch ramp-up as written. It saves and, run again with
-// more iterations, resumes from its own --load.
+// without the distributed optimizer; the batch ramp-up as written; its tensor parallelism as
+// large as the 2 ranks allow (2 for 8). It saves and, run again with more iterations, resumes
+// from its own --load.
 TEST(LaunchScripts, MegatronGpt3) {
   ASSERT_TRUE(fs::exists(kGpt2Files + "vocab.bpe")) << "run `npm ci --prefix tests/reference/gpt2`";
   const std::string dir = testing::scratch_dir();
@@ -232,7 +233,7 @@ TEST(LaunchScripts, MegatronGpt3) {
       {"--max-position-embeddings 2048", "--max-position-embeddings 32"},
       {"--global-batch-size 1536", "--global-batch-size 32"},  // the ramp-up's 16 16 5859375 as written: 16 all along
       {"--train-iters 500000", "--train-iters 6"},
-      {"--tensor-model-parallel-size 8", "--tensor-model-parallel-size 1"},
+      {"--tensor-model-parallel-size 8", "--tensor-model-parallel-size 2"},  // Megatron's TP, on the 2 ranks there are
       {"--pipeline-model-parallel-size 16", "--pipeline-model-parallel-size 1"},
       {"--log-interval 100", "--log-interval 1"},
       {"--save-interval 10000", "--save-interval 3"},
@@ -250,7 +251,9 @@ TEST(LaunchScripts, MegatronGpt3) {
   expect_trained(run, 6);
   const std::string& out = run.result.output;
   EXPECT_NE(out.find("megacpp-train | model gpt:"), std::string::npos) << out;
-  EXPECT_NE(out.find("vocabulary GPT2BPETokenizer (50257 padded to 50304)"), std::string::npos) << out;
+  EXPECT_NE(out.find("vocabulary GPT2BPETokenizer (50257 padded to 50432)"), std::string::npos) << out;  // 128 x TP 2
+  EXPECT_NE(out.find("TP 2 (data-parallel 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("tensor parallel: 8 Linear layer(s) of its plan and the vocabulary split over 2 ranks"), std::string::npos) << out;
   EXPECT_NE(out.find("without --use-torch-fsdp2: megacpp's mixed precision is FSDP2's"), std::string::npos) << out;
   EXPECT_NE(out.find("global batch size:    16 |"), std::string::npos) << out;
   EXPECT_NE(out.find("validation loss at iteration 3"), std::string::npos) << out;

@@ -181,7 +181,8 @@ TEST(TensorParallel, GptSplitsAsMegatronsWithTheSameLossesAndCheckpoints) {
   ASSERT_EQ(reference.result.status, 0) << reference.result.output;
   for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
            {"tp2", 2, tp2},
-           {"tp2-fsdp2-recompute-meta", 4, tp2 + blocks + testing::kRecomputeOnMetaDevice},
+           {"tp2-sp", 2, tp2 + " --sequence-parallel"},
+           {"tp2-sp-fsdp2-recompute-meta", 4, tp2 + " --sequence-parallel" + blocks + testing::kRecomputeOnMetaDevice},
            {"tp2-hsdp2x2", 8, tp2 + hsdp}}) {
     const TrainRun run = train(ranks, gpt + flags + " --dump-final-params " + dir + "/" + name + ".pt");
     expect_same_losses(reference, run, name, 1e-5);
@@ -196,14 +197,17 @@ TEST(TensorParallel, GptSplitsAsMegatronsWithTheSameLossesAndCheckpoints) {
 }
 
 // Mixture-of-experts layers (Qwen3-MoE's, here every other layer) stay whole on each TP rank:
-// the same losses and load-balancing losses as one rank, beside the split attention and dense MLP.
+// the same losses and load-balancing losses as one rank, beside the split attention and dense MLP;
+// with sequence parallelism they gather the whole sequences (the load-balancing loss is theirs).
 TEST(TensorParallel, ExpertsAreReplicatedOnEachRank) {
   const std::string moe = kTpFlags + " --num-experts 4 --moe-router-topk 2 --moe-layer-freq 2 --moe-aux-loss-coeff 0.01";
   const TrainRun reference = train(1, moe);
   ASSERT_EQ(reference.result.status, 0) << reference.result.output;
   ASSERT_EQ(reference.balance_losses.size(), 8u) << reference.result.output;
   for (const auto& [name, ranks, flags] : std::vector<std::tuple<std::string, int, std::string>>{
-           {"tp2", 2, " --tensor-model-parallel-size 2"}, {"tp2-fsdp2", 4, " --tensor-model-parallel-size 2 --use-torch-fsdp2"}}) {
+           {"tp2", 2, " --tensor-model-parallel-size 2"},
+           {"tp2-sp", 2, " --tensor-model-parallel-size 2 --sequence-parallel"},
+           {"tp2-fsdp2", 4, " --tensor-model-parallel-size 2 --use-torch-fsdp2"}}) {
     const TrainRun run = train(ranks, moe + flags);
     expect_same_losses(reference, run, name, 1e-5);
     EXPECT_EQ(grad_norms(run), grad_norms(reference)) << name;
@@ -300,14 +304,10 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
       {kTpFlags + " --tensor-model-parallel-size 4", "--tensor-model-parallel-size=4 does not divide the world size 2"},
       {kTpFlags + tp2 + " --context-parallel-size 2",
        "--tensor-model-parallel-size=2 with --context-parallel-size=2: tensor parallelism beside Ulysses is not supported yet"},
-      {kTpFlags + tp2 + " --sequence-parallel --num-experts 4 --moe-router-topk 2",
-       "--tensor-model-parallel-size 2 --sequence-parallel: layers.0.mlp is a mixture-of-experts layer (--num-experts)"},
       {kTpFlags + tp2 + " --sequence-parallel --seq-length 15",
        "--sequence-parallel: --seq-length 15 does not divide by --tensor-model-parallel-size 2"},
       {gpt + tp2 + " --num-attention-heads 1",
        "--tensor-model-parallel-size 2: the 1 attention heads (--num-attention-heads) of h.0.attn.c_attn must divide by it"},
-      {gpt + tp2 + " --sequence-parallel",
-       "--tensor-model-parallel-size 2 --sequence-parallel: this model does not say where its sequence may be split"},
       {kTpFlags + tp2 + " --padded-vocab-size 129",
        "--tensor-model-parallel-size 2: the 129 rows of the padded vocabulary (--make-vocab-size-divisible-by, "
        "--padded-vocab-size) of embed_tokens must divide by it"},
