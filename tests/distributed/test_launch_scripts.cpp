@@ -121,7 +121,8 @@ TEST(LaunchScripts, MindSpeedLlmQwen3Fsdp2) {
 // Megatron-LM's Llama 3 8B example (examples/llama/train_llama3_8b_h100_fp8.sh) with its real-data
 // arguments: a Hugging Face tokenizer folder and a dataset prefix. As written it asks for fp8,
 // which is refused by name; with its DTYPE set to bf16 it trains: zero-centered norms, the
-// decoupled learning rate, a sample-based schedule, the index cache, the profiler.
+// decoupled learning rate, a sample-based schedule, the index cache, the profiler; and with
+// TP_SIZE=2 on 4 ranks, TP 2 x FSDP 2.
 TEST(LaunchScripts, MegatronLlama3WithRealData) {
   ASSERT_TRUE(fs::exists(kLlama3Tokenizer + "/tokenizer.json")) << "run `npm ci --prefix tests/reference/hf_tokenizers`";
   const std::string dir = testing::scratch_dir();
@@ -163,6 +164,19 @@ TEST(LaunchScripts, MegatronLlama3WithRealData) {
   size_t cached = 0;
   for (const auto& entry : fs::directory_iterator(dir + "/benchmark_cache_llama3_8b_fp8")) cached += entry.path().extension() == ".npy";
   EXPECT_EQ(cached, 6u) << "the train and validation indices";
+  // With TP_SIZE=2, as its comment on --sequence-parallel has it, on 4 ranks: TP 2 x FSDP 2, the
+  // same run within bf16's rounding.
+  edits.push_back({"TP_SIZE=1", "TP_SIZE=2"});
+  edits.front() = {"GPUS_PER_NODE=8", "GPUS_PER_NODE=4"};
+  const std::string tp_dir = testing::scratch_dir();
+  const TrainRun tp = run_script(tp_dir, edited_script("megatron_train_llama3_8b_h100_fp8.sh", edits, tp_dir),
+                                 "ckpt/llama3 tensorboard/llama3 " + kLlama3Tokenizer + " " + data);
+  expect_trained(tp, 6);
+  EXPECT_NE(tp.result.output.find("TP 2 (data-parallel 2)"), std::string::npos) << tp.result.output;
+  EXPECT_NE(tp.result.output.find("sequence parallel between them"), std::string::npos) << tp.result.output;
+  for (size_t i = 0; i < tp.losses.size() && i < run.losses.size(); ++i) {
+    EXPECT_NEAR(tp.losses[i], run.losses[i], 0.02 * run.losses[i]) << "iteration " << i + 1;
+  }
 }
 
 // Megatron-LM's examples/llama/train_llama3.sh (AMD's), run as its README says: KEY=VALUE
