@@ -165,7 +165,7 @@ void split_vocabulary(LanguageModel& model, const Split& split) {
   } else {
     parallel::all_reduce_output_gradient(before_output, group);
   }
-  parallel::gather_logits(model, group);
+  parallel::split_model_vocabulary(model, group);
 }
 
 bool inside(const std::string& path, const std::string& module) {

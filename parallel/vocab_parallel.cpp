@@ -41,34 +41,22 @@ struct GatheredLogits : torch::autograd::Function<GatheredLogits> {
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& labels,
                             const c10::intrusive_ptr<GroupHolder>& holder) {
-    const Group& group = holder->group;
     const auto wide = logits.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-    at::Tensor x = logits.to(wide);
-    at::Tensor max = std::get<0>(x.max(-1)).contiguous();
-    all_reduce(group, max, ReduceOp::kMax).wait();
-    x = x - max.unsqueeze(1);
-    at::Tensor exp = x.exp();
-    const VocabSlice slice = vocab_slice(x.size(1) * group.size(), group);
-    const at::Tensor mine = labels.ge(slice.first).logical_and(labels.lt(slice.first + slice.count));
-    const at::Tensor local = (labels - slice.first).masked_fill(mine.logical_not(), 0);
-    const at::Tensor target = x.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(mine.logical_not(), 0);
-    at::Tensor sums = torch::stack({exp.sum(-1), target});  // [2, tokens]: one all-reduce for both
-    all_reduce(group, sums, ReduceOp::kSum).wait();
-    exp.div_(sums[0].unsqueeze(1));  // this rank's slice of the softmax
-    ctx->save_for_backward({exp, local, mine});
+    at::Tensor grad;
+    const at::Tensor loss = vocab_parallel_cross_entropy_with_grad(logits.to(wide), labels, holder->group, &grad);
+    ctx->save_for_backward({grad});
     ctx->saved_data["dtype"] = logits.scalar_type();
-    return sums[0].log() - sums[1];
+    return loss;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &softmax = saved[0], &local = saved[1], &mine = saved[2];
-    // d loss / d logits = softmax - one_hot(label), the one-hot on the rank holding the label.
-    at::Tensor grad = softmax.scatter_add(1, local.unsqueeze(1), mine.to(softmax.scalar_type()).neg().unsqueeze(1));
-    grad.mul_(grads[0].to(grad.scalar_type()).unsqueeze(1));
+    at::Tensor grad = ctx->get_saved_variables()[0];
+    grad = grad * grads[0].to(grad.scalar_type()).unsqueeze(1);
     return {grad.to(ctx->saved_data["dtype"].toScalarType()), at::Tensor(), at::Tensor()};
   }
 };
+
+thread_local const Group* model_vocab_group = nullptr;
 
 }  // namespace
 
@@ -95,17 +83,46 @@ void split_vocab_embedding(Module& embedding, const std::string& slot, const Gro
   all_reduce_output(embedding, group);
 }
 
-void gather_logits(Module& model, const Group& group) {
-  model.add_post_hook([group](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
+void split_model_vocabulary(Module& model, const Group& group) {
+  auto held = std::make_shared<Group>(group);
+  model.add_pre_hook([held](Module&, const Module::Tensors& inputs) {
+    model_vocab_group = held.get();
+    return inputs;
+  });
+  model.add_post_hook([held](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
+    model_vocab_group = nullptr;
     if (logits_kept_split || outputs.empty() || !outputs[0].defined() || outputs[0].dim() == 0) return outputs;
     Module::Tensors out = outputs;
-    out[0] = GatheredLogits::apply(outputs[0], c10::make_intrusive<GroupHolder>(group));
+    out[0] = GatheredLogits::apply(outputs[0], c10::make_intrusive<GroupHolder>(*held));
     return out;
   });
 }
 
 KeepLogitsSplit::KeepLogitsSplit() : before_(logits_kept_split) { logits_kept_split = true; }
 KeepLogitsSplit::~KeepLogitsSplit() { logits_kept_split = before_; }
+
+const Group* vocab_parallel_group() { return model_vocab_group; }
+
+at::Tensor vocab_parallel_cross_entropy_with_grad(const at::Tensor& logits, const at::Tensor& labels, const Group& group,
+                                                  at::Tensor* grad) {
+  TORCH_CHECK(logits.scalar_type() == torch::kFloat || logits.scalar_type() == torch::kDouble,
+              "vocab_parallel_cross_entropy_with_grad: fp32 or fp64 logits expected, got ", logits.scalar_type());
+  at::Tensor max = std::get<0>(logits.max(-1)).contiguous();
+  all_reduce(group, max, ReduceOp::kMax).wait();
+  const at::Tensor x = logits - max.unsqueeze(1);
+  at::Tensor exp = x.exp();
+  const VocabSlice slice = vocab_slice(x.size(1) * group.size(), group);
+  const at::Tensor mine = labels.ge(slice.first).logical_and(labels.lt(slice.first + slice.count));
+  const at::Tensor local = (labels - slice.first).masked_fill(mine.logical_not(), 0);
+  const at::Tensor target = x.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(mine.logical_not(), 0);
+  at::Tensor sums = torch::stack({exp.sum(-1), target});  // [2, tokens]: one all-reduce for both
+  all_reduce(group, sums, ReduceOp::kSum).wait();
+  if (grad) {  // this rank's slice of the softmax, less the one-hot
+    *grad = exp.div_(sums[0].unsqueeze(1));
+    grad->scatter_add_(1, local.unsqueeze(1), mine.to(grad->scalar_type()).neg().unsqueeze(1));
+  }
+  return sums[0].log() - sums[1];
+}
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const Group& group) {
   TORCH_CHECK(logits.dim() == 2 && labels.dim() == 1 && labels.size(0) == logits.size(0),

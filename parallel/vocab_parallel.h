@@ -38,9 +38,15 @@ namespace megacpp::parallel {
 // of each sequence (Note [Sequence parallelism]).
 void split_vocab_embedding(Module& embedding, const std::string& slot, const Group& group, bool scatter_sequence);
 
-// A post-hook on `model` (the root): its first output, logits [..., vocab / p] of this rank's
-// slice, is all-gathered along the last dimension unless a KeepLogitsSplit lives on this thread.
-void gather_logits(Module& model, const Group& group);
+// Hooks on `model` (the root), whose vocabulary is split over `group`: its first output, logits
+// [..., vocab / p] of this rank's slice, is all-gathered along the last dimension unless a
+// KeepLogitsSplit lives on this thread (a summed loss, 0-dim, is left as it is); while its
+// forward runs, vocab_parallel_group() is `group`.
+void split_model_vocabulary(Module& model, const Group& group);
+
+// The vocabulary group of the model whose forward runs on this thread (its output layer computes
+// this rank's slice of the logits), or null: what the chunked loss reads (Note [Chunked loss]).
+const Group* vocab_parallel_group();
 
 // While one lives, the models of this thread give their rank's slice of the logits.
 class KeepLogitsSplit {
@@ -58,5 +64,9 @@ class KeepLogitsSplit {
 // slice of the logits [tokens, vocab / p] (slices in group-rank order), in fp32: the same on
 // every rank of `group`. Differentiable in the logits (collective in forward only).
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const Group& group);
+// The same, not differentiable, for fp32 or fp64 logits; with `grad` also its gradient towards
+// the slice, softmax - one_hot(label) (the one-hot on the rank holding the label).
+at::Tensor vocab_parallel_cross_entropy_with_grad(const at::Tensor& logits, const at::Tensor& labels, const Group& group,
+                                                  at::Tensor* grad);
 
 }  // namespace megacpp::parallel

@@ -35,10 +35,6 @@ std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& co
 }
 
 parallel::ParallelDims parallel_dims(const TrainingArguments& args, const FSDP2Config& config, int world) {
-  require(args.tensor_model_parallel_size == 1 || args.loss_chunk_size == 0,
-          "--loss-compute-mode chunk with --tensor-model-parallel-size " + std::to_string(args.tensor_model_parallel_size) +
-              ": each rank holds its slice of the vocabulary and computes the vocabulary-parallel loss from its slice of the "
-              "logits, which is not chunked yet; leave out --loss-compute-mode chunk");
   if (!args.use_torch_fsdp2) {  // one rank (more turn FSDP2 on): a TP size above 1 does not divide it
     if (args.tensor_model_parallel_size > 1) parallel::ParallelDims::resolve(world, 1, 1, "", "", args.tensor_model_parallel_size);
     return parallel::ParallelDims{};

@@ -2,11 +2,28 @@
 
 #include <torch/torch.h>
 
+#include "parallel/vocab_parallel.h"
+
 namespace megacpp::models {
 namespace {
 
 // The dtype of the softmax and the sums: fp32, or fp64 for fp64 inputs.
 c10::ScalarType wide_type(const at::Tensor& hidden) { return hidden.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat; }
+
+// Each token's cross-entropy of its logits [n, vocab] (fp32 or fp64), and with `grad` its
+// gradient towards them. Where the running model's vocabulary is split over a TP group, the
+// logits are this rank's slice and the cross-entropy Megatron's vocabulary-parallel one.
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels, at::Tensor* grad) {
+  if (const parallel::Group* vocab = parallel::vocab_parallel_group()) {
+    return parallel::vocab_parallel_cross_entropy_with_grad(logits, labels, *vocab, grad);
+  }
+  const at::Tensor log_probs = torch::log_softmax(logits, -1);
+  if (grad) {
+    *grad = log_probs.exp();
+    grad->scatter_add_(1, labels.unsqueeze(1), torch::full({logits.size(0), 1}, -1.0, grad->options()));
+  }
+  return log_probs.gather(1, labels.unsqueeze(1)).squeeze(1).neg();
+}
 
 struct ChunkSums {
   at::Tensor loss, grad_hidden, grad_weight;  // the gradients undefined where not asked for
@@ -22,12 +39,10 @@ ChunkSums sum_chunks(const at::Tensor& hidden, const at::Tensor& weight, const a
   for (int64_t start = 0; start < tokens; start += chunk_size) {
     const int64_t n = std::min(chunk_size, tokens - start);
     const at::Tensor h = hidden.narrow(0, start, n), y = labels.narrow(0, start, n), w = weights.narrow(0, start, n).to(wide);
-    const at::Tensor log_probs = torch::log_softmax(torch::matmul(h, weight.t()).to(wide), -1);  // [n, vocab]
-    out.loss -= (log_probs.gather(1, y.unsqueeze(1)).squeeze(1) * w).sum();
+    at::Tensor grad_logits;  // d CE / d logits = softmax - onehot(y)
+    const at::Tensor losses = cross_entropy(torch::matmul(h, weight.t()).to(wide), y, want_hidden || want_weight ? &grad_logits : nullptr);
+    out.loss += (losses * w).sum();
     if (!want_hidden && !want_weight) continue;
-    // d(w * CE)/dlogits = w * (softmax - onehot(y))
-    at::Tensor grad_logits = log_probs.exp();
-    grad_logits.scatter_add_(1, y.unsqueeze(1), torch::full({n, 1}, -1.0f, grad_logits.options()));
     grad_logits.mul_(w.unsqueeze(1));
     const at::Tensor g = grad_logits.to(hidden.scalar_type());
     if (want_hidden) out.grad_hidden.narrow(0, start, n).copy_(torch::matmul(g, weight));

@@ -3,7 +3,10 @@
 // logits [tokens, vocab] are the largest tensor of a language model's step. Computed N tokens at
 // a time, each chunk's logits, its loss and at once its gradients (towards the hidden states and
 // the output weight) are made and dropped before the next, so at most N tokens' logits exist at a
-// time. Backward then only scales the gradients kept: dL/dh [tokens, hidden] and dL/dW [vocab,
+// time. Beside tensor parallelism (Note [Vocabulary parallelism] in parallel/vocab_parallel.h)
+// the weight is this rank's rows of the vocabulary and each chunk's cross-entropy the
+// vocabulary-parallel one: N tokens' logits of the rank's slice at a time, three all-reduces of
+// [N] per chunk. Backward then only scales the gradients kept: dL/dh [tokens, hidden] and dL/dW [vocab,
 // hidden], the size of the hidden states and of the weight. The loss is the same as the whole
 // logits give (to float rounding: the sums are taken chunk by chunk).
 #pragma once

@@ -218,6 +218,27 @@ TEST(TensorParallel, ExpertsAreReplicatedOnEachRank) {
   }
 }
 
+// MindSpeed's chunk loss beside TP: each chunk's cross-entropy is the vocabulary-parallel one of
+// the rank's slice of its logits; an untied output layer (lm_head) and one tied to the embedding,
+// with and without sequence parallelism: one rank's losses and gradient norms.
+TEST(TensorParallel, ChunkedLossIsVocabularyParallel) {
+  const std::string chunk = " --loss-compute-mode chunk --loss-chunk-size 12";
+  std::string tied = kTpFlags;
+  const std::string untie = " --untie-embeddings-and-output-weights";
+  tied.erase(tied.find(untie), untie.size());
+  for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{{"untied", kTpFlags}, {"tied", tied}}) {
+    const TrainRun reference = train(1, flags + chunk);
+    ASSERT_EQ(reference.result.status, 0) << reference.result.output;
+    for (const auto& [layout, ranks, parallel] : std::vector<std::tuple<std::string, int, std::string>>{
+             {"tp2", 2, " --tensor-model-parallel-size 2"},
+             {"tp2-sp-fsdp2", 4, " --tensor-model-parallel-size 2 --sequence-parallel --use-torch-fsdp2"}}) {
+      const TrainRun run = train(ranks, flags + chunk + parallel);
+      expect_same_losses(reference, run, name + " " + layout, 1e-5);
+      EXPECT_EQ(grad_norms(run), grad_norms(reference)) << name << " " << layout;
+    }
+  }
+}
+
 // The vocabulary-parallel cross-entropy of each rank's slice of the logits is the cross-entropy
 // of the whole logits, its gradient the rank's slice of the whole one; labels on either rank and
 // logits far apart (a shift the maximum must absorb) included.
@@ -311,8 +332,6 @@ TEST(TensorParallel, RefusesWhatItCannotSplitNamingTheSizes) {
       {kTpFlags + tp2 + " --padded-vocab-size 129",
        "--tensor-model-parallel-size 2: the 129 rows of the padded vocabulary (--make-vocab-size-divisible-by, "
        "--padded-vocab-size) of embed_tokens must divide by it"},
-      {kTpFlags + tp2 + " --loss-compute-mode chunk --loss-chunk-size 8",
-       "--loss-compute-mode chunk with --tensor-model-parallel-size 2: each rank holds its slice of the vocabulary"},
   };
   for (const auto& [flags, message] : cases) {
     const TrainRun refused = train(2, flags);
