@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "models/layers/attention.h"
+#include "models/layers/core_attention.h"
 #include "models/layers/embedding.h"
 #include "models/layers/linear.h"
 #include "models/layers/mlp.h"
@@ -15,6 +16,7 @@
 #include "models/module_path.h"
 #include "parallel/sequence_parallel.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/tensor_parallel_rng.h"
 #include "parallel/vocab_parallel.h"
 
 namespace megacpp::models {
@@ -225,6 +227,17 @@ SplitLayers split_by_type(LanguageModel& model, const Split& split) {
   return counts;
 }
 
+// Dropout where each rank computes its own share draws from the rank's own stream (Note
+// [Tensor-parallel random numbers]): with sequence parallelism in the whole model (what runs
+// whole on every rank, the embeddings, the output layer and the experts, draws nothing),
+// otherwise in each attention's core (its heads).
+void fork_random_numbers_of_shares(LanguageModel& model, const Split& split) {
+  if (split.sequence_parallel) return parallel::fork_random_numbers(model, split.group);
+  for (auto& [path, module] : parallel::named_hookable_modules(model)) {
+    if (dynamic_cast<CoreAttention*>(module)) parallel::fork_random_numbers(*module, split.group);
+  }
+}
+
 }  // namespace
 
 void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, const std::string& setting,
@@ -248,6 +261,7 @@ void apply_tensor_parallel(LanguageModel& model, const parallel::Group& group, c
   }
   split_vocabulary(model, split);
   if (sequence_parallel) split_sequence(model, split, std::move(replicated));
+  fork_random_numbers_of_shares(model, split);
   spdlog::info("tensor parallel: {} and the vocabulary split over {} ranks {}{}", what, group.size(), group.describe(),
                sequence_parallel ? ", sequence parallel between them" : "");
 }

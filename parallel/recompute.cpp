@@ -29,18 +29,6 @@ using Tensors = Module::Tensors;
 
 bool differentiable(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
 
-// The default generators a forward on these inputs draws from: the CPU's, and the device's.
-std::vector<at::Generator> generators_for(const Tensors& inputs) {
-  std::vector<at::Generator> generators{at::globalContext().defaultGenerator(c10::Device(c10::kCPU))};
-  for (const auto& x : inputs) {
-    if (x.defined() && !x.is_cpu() && !x.is_meta()) {
-      generators.push_back(at::globalContext().defaultGenerator(x.device()));
-      break;
-    }
-  }
-  return generators;
-}
-
 struct RngStates {
   std::vector<at::Generator> generators;
   std::vector<at::Tensor> states;
@@ -118,9 +106,20 @@ class RecomputeBackward : public torch::autograd::Node {
 
 }  // namespace
 
+std::vector<at::Generator> default_generators_for(const Tensors& inputs) {
+  std::vector<at::Generator> generators{at::globalContext().defaultGenerator(c10::Device(c10::kCPU))};
+  for (const auto& x : inputs) {
+    if (x.defined() && !x.is_cpu() && !x.is_meta()) {
+      generators.push_back(at::globalContext().defaultGenerator(x.device()));
+      break;
+    }
+  }
+  return generators;
+}
+
 Tensors run_recomputed(const Module::Forward& forward, const Tensors& inputs) {
   if (!torch::GradMode::is_enabled()) return forward(inputs);
-  RngStates rng = RngStates::capture(generators_for(inputs));
+  RngStates rng = RngStates::capture(default_generators_for(inputs));
   Tensors outputs;
   {
     torch::NoGradGuard no_grad;

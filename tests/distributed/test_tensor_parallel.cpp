@@ -14,6 +14,8 @@
 #include "models/parallelize.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/collectives.h"
+#include "parallel/tensor_parallel_rng.h"
 #include "parallel/vocab_parallel.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/lora_runs.h"
@@ -39,6 +41,13 @@ const std::string kTpFlags =
     "--qk-layernorm --ffn-hidden-size 62 --tokenizer-type NullTokenizer --vocab-size 127 --seq-length 16 --micro-batch-size 2 "
     "--global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 --lr-warmup-iters 2 "
     "--clip-grad 0.05 --untie-embeddings-and-output-weights --make-vocab-size-divisible-by 64";
+
+// Megatron's GPT (its dropout given by each test).
+const std::string kGptFlags =
+    "--model-type gpt --mock-data --seed 1234 --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64 "
+    "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 --seq-length 16 --max-position-embeddings 16 "
+    "--micro-batch-size 2 --global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 "
+    "--lr-warmup-iters 2 --clip-grad 0.05";
 
 // The "grad norm:" of each iteration line (printed to 3 decimals). Adam hardly notices a wrong
 // clipping factor, so the norm is compared on its own.
@@ -169,11 +178,7 @@ TEST(TensorParallel, EachRankHoldsAQuarterOfTheModelAndGathersHalfALayer) {
 // Hugging Face export (c_attn gathered in order) move between layouts.
 TEST(TensorParallel, GptSplitsAsMegatronsWithTheSameLossesAndCheckpoints) {
   const std::string dir = testing::scratch_dir();
-  const std::string gpt =
-      "--model-type gpt --mock-data --seed 1234 --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64 "
-      "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 --seq-length 16 --max-position-embeddings 16 "
-      "--micro-batch-size 2 --global-batch-size 8 --train-iters 8 --eval-interval 4 --eval-iters 2 --log-interval 1 --lr 2e-3 "
-      "--lr-warmup-iters 2 --clip-grad 0.05 --attention-dropout 0 --hidden-dropout 0";
+  const std::string gpt = kGptFlags + " --attention-dropout 0 --hidden-dropout 0";
   const std::string blocks = testing::fsdp_flags(dir, "blocks.yaml", "sub_modules_to_wrap: ['h.{*}']\n");
   const std::string hsdp = testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\nsub_modules_to_wrap: ['h.{*}']\n");
   const std::string tp2 = " --tensor-model-parallel-size 2";
@@ -215,6 +220,56 @@ TEST(TensorParallel, ExpertsAreReplicatedOnEachRank) {
                                      "on each) and the vocabulary split over 2 ranks [0, 1]"),
               std::string::npos)
         << run.result.output;
+  }
+}
+
+// A module that drops half its input in training mode.
+class HalfDropout : public parallel::Module {
+ public:
+  HalfDropout() : parallel::Module("HalfDropout") {}
+
+ protected:
+  at::Tensor forward(const at::Tensor& x) override { return torch::dropout(x, 0.5, is_training()); }
+};
+
+// Note [Tensor-parallel random numbers]: a forked module's masks differ between the TP ranks and
+// repeat from the same generator state; the default stream stays in step over the group after
+// it; in eval mode nothing is drawn.
+TEST(TensorParallel, DropoutOnARanksShareDrawsFromItsOwnStream) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    const parallel::Group& group = rt.world();
+    auto forked = std::make_shared<HalfDropout>(), plain = std::make_shared<HalfDropout>();
+    parallel::fork_random_numbers(*forked, group);
+    const at::Tensor ones = torch::ones({64});
+    torch::manual_seed(11);
+    const at::Tensor own = (*forked)(ones), after = (*plain)(ones);
+    const at::Tensor owns = parallel::all_gather_along(group, own.unsqueeze(0), 0);
+    const at::Tensor afters = parallel::all_gather_along(group, after.unsqueeze(0), 0);
+    EXPECT_FALSE(owns[0].equal(owns[1])) << "each rank its own mask";
+    EXPECT_TRUE(afters[0].equal(afters[1])) << "the default stream in step after the fork";
+    torch::manual_seed(11);
+    EXPECT_TRUE((*forked)(ones).equal(own)) << "the same mask from the same state (what recompute replays)";
+    forked->eval();
+    torch::manual_seed(11);
+    EXPECT_TRUE((*forked)(ones).equal(ones));
+    torch::manual_seed(11);
+    const at::Tensor unforked = (*plain)(ones);
+    torch::manual_seed(11);
+    forked->train();
+    (*forked)(ones);
+    EXPECT_FALSE((*plain)(ones).equal(unforked)) << "training mode draws one number from the default stream";
+  });
+}
+
+// GPT's dropout beside TP (attention dropout on each rank's heads, with sequence parallelism all
+// of it on each rank's slices) is replayed by recompute: the same losses with and without it.
+TEST(TensorParallel, RecomputeReplaysEachRanksDropout) {
+  const std::string gpt = kGptFlags + " --attention-dropout 0.1 --hidden-dropout 0.1 --tensor-model-parallel-size 2 --use-torch-fsdp2";
+  const std::string recompute = " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  for (const std::string& layout : {std::string(""), std::string(" --sequence-parallel")}) {
+    const TrainRun run = train(2, gpt + layout);
+    ASSERT_EQ(run.result.status, 0) << run.result.output;
+    expect_same_losses(run, train(2, gpt + layout + recompute), "recompute" + layout, 1e-6);
   }
 }
 
