@@ -170,7 +170,8 @@ void split_vocabulary(LanguageModel& model, const Split& split) {
   parallel::split_model_vocabulary(model, group);
 }
 
-bool inside(const std::string& path, const std::string& module) {
+// Whether `path` is the module `module` or one inside it.
+bool within_module(const std::string& path, const std::string& module) {
   return path == module || path.rfind(module + ".", 0) == 0;
 }
 
@@ -191,7 +192,7 @@ void split_sequence(LanguageModel& model, const Split& split, std::vector<std::s
   }
   if (!model.output_layer_path().empty()) whole.push_back(model.output_layer_path());  // empty when tied to the embedding
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
-    const auto reads_whole = [&path = path](const std::string& whole_module) { return inside(path, whole_module); };
+    const auto reads_whole = [&path = path](const std::string& whole_module) { return within_module(path, whole_module); };
     if (path.empty() || std::any_of(whole.begin(), whole.end(), reads_whole)) continue;
     for (const auto& slot : module->param_slots()) {
       if (!slot.member->defined() || parallel::tensor_parallel_placement(*slot.member)) continue;
@@ -212,7 +213,7 @@ struct SplitLayers {
 SplitLayers split_by_type(LanguageModel& model, const Split& split) {
   SplitLayers counts;
   for (auto& [path, module] : parallel::named_hookable_modules(model)) {
-    if (!counts.experts.empty() && inside(path, counts.experts.back())) continue;
+    if (!counts.experts.empty() && within_module(path, counts.experts.back())) continue;
     if (dynamic_cast<SparseMoeBlock*>(module)) {
       if (split.sequence_parallel) parallel::whole_sequence_inside(*module, split.group);
       counts.experts.push_back(path);
