@@ -1,5 +1,6 @@
 #include "parallel/tensor_parallel.h"
 
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -142,12 +143,29 @@ void all_reduce_output_gradient(Module& module, const Group& group) {
 
 void all_reduce_partial_gradients(const std::vector<at::Tensor>& params, const c10::Device& device) {
   torch::NoGradGuard no_grad;
+  // One flat all-reduce per TP group and dtype: the partial gradients are many and small (the
+  // norms, row-parallel biases, LoRA's replicated factors).
+  struct Bucket {
+    Group group;
+    std::vector<at::Tensor> params;
+  };
+  std::map<std::pair<std::vector<int>, c10::ScalarType>, Bucket> buckets;  // ordered alike on every rank
   for (const auto& p : params) {
     const TensorParallelPlacement* placement = tensor_parallel_placement(p);
     if (!placement || placement->is_split() || !p.grad().defined()) continue;
-    at::Tensor grad = p.grad().to(device).contiguous();
-    all_reduce(placement->group, grad, ReduceOp::kSum).wait();
-    p.mutable_grad().copy_(grad);
+    auto bucket = buckets.try_emplace({placement->group.global_ranks, p.grad().scalar_type()}, Bucket{placement->group, {}});
+    bucket.first->second.params.push_back(p);
+  }
+  for (auto& [key, bucket] : buckets) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : bucket.params) grads.push_back(p.grad().to(device).reshape({-1}));
+    at::Tensor flat = torch::cat(grads);
+    all_reduce(bucket.group, flat, ReduceOp::kSum).wait();
+    int64_t offset = 0;
+    for (auto& p : bucket.params) {
+      p.mutable_grad().copy_(flat.narrow(0, offset, p.grad().numel()).view(p.grad().sizes()));
+      offset += p.grad().numel();
+    }
   }
 }
 

@@ -87,7 +87,8 @@ void add_bias_once_around(Module& module, const std::string& slot, const std::fu
 void all_reduce_output_gradient(Module& module, const Group& group);
 
 // Sums over their TP groups the gradients of the parameters marked partial (after backward, on
-// whatever FSDP2 left: the same shard on every rank of a TP group). Collective.
+// whatever FSDP2 left: the same shard on every rank of a TP group), one flat all-reduce per group
+// and dtype. Collective.
 void all_reduce_partial_gradients(const std::vector<at::Tensor>& params, const c10::Device& device);
 
 }  // namespace megacpp::parallel
