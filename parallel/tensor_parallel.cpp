@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <torch/csrc/utils/tensor_flatten.h>
 #include <torch/torch.h>
 
 #include "parallel/collectives.h"
@@ -158,14 +159,11 @@ void all_reduce_partial_gradients(const std::vector<at::Tensor>& params, const c
   }
   for (auto& [key, bucket] : buckets) {
     std::vector<at::Tensor> grads;
-    for (const auto& p : bucket.params) grads.push_back(p.grad().to(device).reshape({-1}));
-    at::Tensor flat = torch::cat(grads);
+    for (const auto& p : bucket.params) grads.push_back(p.grad().to(device));
+    at::Tensor flat = torch::utils::flatten_dense_tensors(grads);
     all_reduce(bucket.group, flat, ReduceOp::kSum).wait();
-    int64_t offset = 0;
-    for (auto& p : bucket.params) {
-      p.mutable_grad().copy_(flat.narrow(0, offset, p.grad().numel()).view(p.grad().sizes()));
-      offset += p.grad().numel();
-    }
+    const std::vector<at::Tensor> sums = torch::utils::unflatten_dense_tensors(flat, grads);
+    for (size_t i = 0; i < sums.size(); ++i) bucket.params[i].mutable_grad().copy_(sums[i]);
   }
 }
 
