@@ -25,6 +25,7 @@
 #include "training/model_setup.h"
 #include "training/model_weights.h"
 #include "training/optimizer.h"
+#include "training/parameter_dump.h"
 
 namespace megacpp::rl {
 namespace {
@@ -49,10 +50,6 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
            std::to_string(o.response_length));
   }
   if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
-  if (args.tensor_model_parallel_size > 1) {
-    refuse("--tensor-model-parallel-size: GRPO's weight sync and rollout take whole FSDP2 gathers, not tensor-parallel "
-           "slices, yet");
-  }
   if (args.lora.rank > 0) refuse("--lora-rank: the rollout would need the adapters merged into its weights, which megacpp-grpo does not do yet");
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
 }
@@ -158,7 +155,9 @@ class GrpoRun {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<training::TrainingCheckpointer> checkpointer_;
   training::TrainingProgress progress_;
-  std::unique_ptr<RolloutEngine> engine_;
+  std::unique_ptr<RolloutEngine> rollout_;  // colocated or remote
+  std::unique_ptr<SharedByTensorParallelGroup> shared_;  // beside TP: the rollout, once per TP group
+  RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
   RewardFunction reward_;
 };
@@ -189,12 +188,13 @@ void GrpoRun::build_trainer() {
     for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   }
   if (groups_) {
-    engine_ = std::make_unique<RemoteRollout>(*actor_, *groups_, sync_options());
+    rollout_ = std::make_unique<RemoteRollout>(*actor_, *groups_, sync_options());
   } else {
     rollout_model_ = rollout_model();
-    engine_ = std::make_unique<ColocatedRollout>(*rollout_model_);
-    engine_->sync(*actor_);
+    rollout_ = std::make_unique<ColocatedRollout>(*rollout_model_);
+    rollout_->sync(*actor_);
   }
+  if (setup_.mesh->tp().size() > 1) shared_ = std::make_unique<SharedByTensorParallelGroup>(*rollout_, setup_.mesh->tp(), setup_.device);
 }
 
 void GrpoRun::read_data() {
@@ -229,7 +229,9 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.sampling.temperature = options_.temperature;
   s.sampling.top_p = options_.top_p;
   s.sampling.top_k = options_.top_k;
-  s.sampling.seed = static_cast<uint64_t>(args_.seed) * 1000003u + static_cast<uint64_t>(step) * 1009u + static_cast<uint64_t>(trainers_.rank);
+  // One stream per data-parallel rank (the ranks of a TP group share their prompts' responses).
+  s.sampling.seed =
+      static_cast<uint64_t>(args_.seed) * 1000003u + static_cast<uint64_t>(step) * 1009u + static_cast<uint64_t>(setup_.mesh->data_parallel_rank());
   s.sampling.max_new_tokens = options_.response_length;
   s.sampling.max_length = args_.seq_length;
   s.sampling.stop = {tokenizer_->eod()};
@@ -244,6 +246,7 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.update.fsdp = args_.use_torch_fsdp2;
   s.infer_batch_size = options_.infer_batch_size;
   s.clip_grad = args_.clip_grad;
+  s.position_multiple = args_.sequence_parallel ? setup_.mesh->tp().size() : 1;
   return s;
 }
 
@@ -259,7 +262,7 @@ void GrpoRun::train() {
       prompts.push_back(prompts_[i].ids);
     }
     const auto start = Clock::now();
-    const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, *engine_, reference_.get(), prompts, reward_, step_settings(step), mesh, trainers_);
+    const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, engine(), reference_.get(), prompts, reward_, step_settings(step), mesh, trainers_);
     log_step(step, stats, std::chrono::duration<double>(Clock::now() - start).count());
     progress_.iteration = step + 1;
     progress_.consumed_train += options_.rollout_batch_size;
@@ -273,12 +276,13 @@ void GrpoRun::train() {
   }
   if (!args_.save.empty() && last_saved != progress_.iteration) checkpointer_->save(progress_, *actor_, *optimizer_);
   evaluate(progress_.iteration);
-  if (auto* remote = dynamic_cast<RemoteRollout*>(engine_.get())) remote->finish();
+  if (!args_.dump_final_params.empty()) training::dump_parameters(*actor_, args_.dump_final_params, setup_.runtime->rank());
+  if (auto* remote = dynamic_cast<RemoteRollout*>(rollout_.get())) remote->finish();
   checkpointer_->finish();
 }
 
-// Greedy answers to this rank's share of the held-out prompts; the share answered exactly, over
-// every trainer rank.
+// Greedy answers to this data-parallel rank's share of the held-out prompts; the share answered
+// exactly, over the data-parallel ranks (each TP group's answers counted once).
 void GrpoRun::evaluate(int64_t step) {
   if (eval_prompts_.empty()) return;
   heartbeat_.beat(fmt::format("evaluating at step {}", step));
@@ -287,10 +291,11 @@ void GrpoRun::evaluate(int64_t step) {
   std::vector<std::vector<int64_t>> mine;
   const int dp = setup_.mesh->data_parallel_size(), rank = setup_.mesh->data_parallel_rank();
   for (size_t i = static_cast<size_t>(rank); i < eval_prompts_.size(); i += static_cast<size_t>(dp)) mine.push_back(eval_prompts_[i].ids);
-  const auto answers = engine_->generate(mine, 1, greedy);
+  const auto answers = engine().generate(mine, 1, greedy);
   double correct = 0;
   for (size_t i = 0; i < mine.size(); ++i) correct += reward_(mine[i], answers[i].tokens);
-  at::Tensor totals = torch::tensor({correct, static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
+  const double counted = setup_.mesh->tp().rank == 0 ? 1 : 0;
+  at::Tensor totals = torch::tensor({counted * correct, counted * static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
   parallel::all_reduce(trainers_, totals, parallel::ReduceOp::kSum).wait();
   totals = totals.to(torch::kCPU);
   if (setup_.runtime->rank() == 0) {

@@ -3,11 +3,13 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/ceil_div.h>
 #include <torch/torch.h>
 
 #include "inference/sequence_log_probs.h"
 #include "parallel/collectives.h"
 #include "parallel/fsdp/grad_norm.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::rl {
 namespace {
@@ -40,11 +42,13 @@ at::Tensor scores_of(const Rollouts& r, const RewardFunction& reward) {
   return torch::tensor(scores, torch::kDouble);
 }
 
-// Prompt and response of each, right-padded, and where the response's tokens are scored.
-RolloutBatch batch_of(const Rollouts& r, at::Tensor& lengths) {
+// Prompt and response of each, right-padded (the L - 1 positions scored a multiple of
+// `multiple`), and where the response's tokens are scored.
+RolloutBatch batch_of(const Rollouts& r, int64_t multiple, at::Tensor& lengths) {
   const auto n = static_cast<int64_t>(r.responses.size());
   int64_t longest = 0;
   for (int64_t i = 0; i < n; ++i) longest = std::max<int64_t>(longest, r.prompts[i].size() + r.responses[i].tokens.size());
+  longest = 1 + at::round_up(longest - 1, multiple);
   RolloutBatch b;
   b.ids = torch::zeros({n, longest}, torch::kLong);
   b.response_mask = torch::zeros({n, longest - 1});
@@ -77,10 +81,10 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
   const Rollouts rollouts = sample(rollout, prompts, s);
   const at::Tensor scores = scores_of(rollouts, reward);
   at::Tensor lengths;
-  RolloutBatch batch = batch_of(rollouts, lengths);
+  RolloutBatch batch = batch_of(rollouts, s.position_multiple, lengths);
   batch.advantages = group_advantages(scores.to(torch::kFloat), rollouts.groups, s.divide_by_std);
   inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
-                                     s.update.device, world, mesh.ulysses()};
+                                     s.update.device, world, mesh.ulysses(), s.position_multiple};
   batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
   if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
   optimizer.zero_grad();
@@ -91,6 +95,7 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
   for (auto& p : params) {
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // unused on this rank: the norm and step still count it
   }
+  if (mesh.tp().size() > 1) parallel::all_reduce_partial_gradients(params, s.update.device);
   if (s.clip_grad > 0) {
     const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
     parallel::fsdp::clip_gradients(params, s.clip_grad, norm);

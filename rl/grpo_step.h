@@ -7,7 +7,9 @@
 // the reference's with forward-only passes of the sharded models (inference::sequence_log_probs,
 // ROLL's fsdp2_infer), updates the actor on the response tokens (rl::actor_backward, then the
 // optimizer) and loads the new weights into the rollout's model (RolloutEngine::sync).
-// Collective over the actor's mesh: every rank passes as many prompts.
+// Collective over the actor's mesh: every rank passes as many prompts, the ranks of a
+// tensor-parallel group the same ones (and a rollout that gives them the same responses:
+// rl::SharedByTensorParallelGroup); the gradients that TP leaves partial are summed over the group.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,9 @@ struct GrpoSettings {
   bool divide_by_std = true;         // false: Dr. GRPO
   int64_t infer_batch_size = 16;     // the forward-only passes' (ROLL's infer_batch_size)
   double clip_grad = 1.0;            // the gradients' global norm at most this (0: no clipping)
+  // The forwards' positions are padded to a multiple of this: with sequence parallelism the TP
+  // size, which each sequence is split over inside the model.
+  int64_t position_multiple = 1;
 };
 
 struct GrpoStepStats {  // averaged over the ranks

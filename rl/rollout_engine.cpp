@@ -1,5 +1,7 @@
 #include "rl/rollout_engine.h"
 
+#include "parallel/object_collectives.h"
+
 namespace megacpp::rl {
 
 Prompts repeat_each(const Prompts& prompts, int64_t times) {
@@ -14,6 +16,26 @@ std::vector<inference::Generation> ColocatedRollout::generate(const Prompts& pro
                                                               const inference::Sampling& sampling) {
   if (prompts.empty()) return {};
   return inference::generate(model_, repeat_each(prompts, responses_per_prompt), sampling);
+}
+
+std::vector<inference::Generation> SharedByTensorParallelGroup::generate(const Prompts& prompts, int64_t responses_per_prompt,
+                                                                         const inference::Sampling& sampling) {
+  const bool first = tp_.rank == 0;
+  const auto mine = inner_.generate(first ? prompts : Prompts{}, responses_per_prompt, sampling);  // collective for a remote rollout
+  parallel::TokenLists sent;  // the first rank's: each response's tokens, then whether each stopped
+  std::vector<int64_t> stopped;
+  for (const auto& g : mine) {
+    sent.push_back(g.tokens);
+    stopped.push_back(g.stopped ? 1 : 0);
+  }
+  sent.push_back(stopped);
+  const parallel::TokenLists got = parallel::all_gather_token_lists(tp_, first ? sent : parallel::TokenLists{}, device_).front();
+  std::vector<inference::Generation> responses(got.size() - 1);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    responses[i].tokens = got[i];
+    responses[i].stopped = got.back()[i] != 0;
+  }
+  return responses;
 }
 
 }  // namespace megacpp::rl

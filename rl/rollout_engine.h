@@ -9,6 +9,7 @@
 
 #include "inference/generation.h"
 #include "models/language_model.h"
+#include "parallel/group.h"
 #include "rl/weight_sync.h"
 
 namespace megacpp::rl {
@@ -38,6 +39,24 @@ class ColocatedRollout final : public RolloutEngine {
 
  private:
   models::LanguageModel& model_;
+};
+
+// The rollout of a tensor-parallel actor: the ranks of a TP group train on the same prompts, so
+// only the group's first rank asks `inner` for responses (the others ask for none: a remote
+// rollout generates each group's prompts once) and the group gets the first's, so that every
+// rank of the group trains on the very same tokens. Syncs as `inner` does (every rank gathers).
+class SharedByTensorParallelGroup final : public RolloutEngine {
+ public:
+  SharedByTensorParallelGroup(RolloutEngine& inner, const parallel::Group& tp, const c10::Device& device)
+      : inner_(inner), tp_(tp), device_(device) {}
+  std::vector<inference::Generation> generate(const Prompts& prompts, int64_t responses_per_prompt,
+                                              const inference::Sampling& sampling) override;
+  WeightSyncStats sync(models::LanguageModel& actor) override { return inner_.sync(actor); }
+
+ private:
+  RolloutEngine& inner_;
+  parallel::Group tp_;
+  c10::Device device_;
 };
 
 // Each prompt `times` times in a row.

@@ -8,6 +8,7 @@
 
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/tensor_parallel.h"
 
 namespace megacpp::rl {
 namespace {
@@ -37,9 +38,13 @@ void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
   torch::NoGradGuard no_grad;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
-    const at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
+    const auto* split = parallel::tensor_parallel_placement(item.value());
+    at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
+    if (split && split->is_split()) full = parallel::gather_tensor_parallel(full, *split);  // collective over the TP group
     stats.tensors += 1;
-    if (sharded) stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
+    if (sharded || (split && split->is_split())) {
+      stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
+    }
     each(item.key(), full);
   }
 }

@@ -4,8 +4,10 @@
 // each full tensor is gathered from the FSDP2 shards one parameter at a time and loaded into the
 // rollout's copy of the model by name (vLLM's load_weights([(name, tensor)])), so no rank holds
 // the trained model gathered whole beside its shard, only the rollout's copy and one gathered
-// parameter. Names and shapes are checked for every parameter before anything is gathered, so a
-// mismatched rollout model is refused with nothing half-copied.
+// parameter. Beside tensor parallelism each parameter is gathered from its TP slices as well: the
+// rollout's copy is whole (in ROLL's terms, vLLM at tensor_parallel_size 1 beside Megatron's TP).
+// Names and shapes are checked for every parameter before anything is gathered, so a mismatched
+// rollout model is refused with nothing half-copied.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,9 @@ struct WeightSyncStats {
 void check_same_model(torch::nn::Module& a, const std::string& a_name, torch::nn::Module& b, const std::string& b_name);
 
 // Calls `each(name, full)` for every parameter of `model` in order, `full` gathered from its FSDP2
-// shards (collective over its shard group) or the parameter itself when unsharded, one at a time;
-// counts the tensors and the largest gathered in `stats`.
+// shards (collective over its shard group) and from its tensor-parallel slices (collective over
+// its TP group), or the parameter itself when neither, one at a time; counts the tensors and the
+// largest gathered in `stats`.
 void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
                              const std::function<void(const std::string&, const at::Tensor&)>& each);
 

@@ -3,12 +3,14 @@
 // held-out evaluation before and after and one line per step, saves the actor where
 // megacpp-train's --load reads it, and a saved run resumes at its iteration; bad input is refused
 // naming the flag, file and line, with nothing saved; ROLL's RLVR YAML runs as the flags it
-// means; a rollout worker that never joins is named within the hang timeout.
+// means; beside tensor parallelism a run takes the steps of its data-parallel layout without TP;
+// a rollout worker that never joins is named within the hang timeout.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -196,6 +198,82 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
   }
   const auto twice = grpo(3, prompts + " --rl-config-path " + yaml + " --lr 1e-2", kArchitecture);
   EXPECT_NE(twice.output.find("--lr is given on the command line and by " + yaml + "; keep one"), std::string::npos) << twice.output;
+}
+
+// Each number of each step line and of the evaluations (timings and sync sizes left out), with
+// how many decimals it was printed with.
+std::vector<std::pair<double, int>> figures_of(const std::string& output) {
+  const std::regex line(R"(grpo step \d+/\d+ \| reward [^\n]*\| policy loss -?[0-9.]+|grpo eval [^\n]*)"), number(R"(-?\d+(\.(\d+))?)");
+  std::vector<std::pair<double, int>> numbers;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    const std::string text = it->str();
+    for (auto n = std::sregex_iterator(text.begin(), text.end(), number); n != std::sregex_iterator(); ++n) {
+      numbers.emplace_back(std::stod(n->str()), static_cast<int>((*n)[2].length()));
+    }
+  }
+  return numbers;
+}
+
+// The same figures within one rank's in their printed precision (a last digit may round the
+// other way) and the same final parameters.
+void expect_same_grpo_run(const testing::CommandResult& reference, const std::string& reference_params, const testing::CommandResult& run,
+                          const std::string& params, const std::string& what) {
+  ASSERT_EQ(run.status, 0) << what << "\n" << run.output;
+  const auto expected = figures_of(reference.output), got = figures_of(run.output);
+  ASSERT_EQ(got.size(), expected.size()) << what << "\n" << reference.output << "\n" << run.output;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i].first, expected[i].first, 1e-5 * std::abs(expected[i].first) + 1.01 * std::pow(10.0, -expected[i].second))
+        << what << ": figure " << i << "\n" << reference.output << "\n" << run.output;
+  }
+  testing::expect_same_params(reference_params, params, what);
+}
+
+// megacpp-grpo beside tensor parallelism (Megatron's TP for the actor, a whole rollout copy): the
+// same step and evaluation figures and final parameters as the layout without it — TP 2 as one
+// rank, TP 2 + SP x FSDP 2 as FSDP 2, and TP 2 trainers beside a rollout rank as one trainer.
+// Numbers as tokens (NullTokenizer, 8 of them, the vocabulary padded to 128 rows on both sides)
+// and one-token answers, so that some responses are rewarded from the first step; Adam's epsilon
+// far above the gradients makes its step scale with them (as SGD's), so that round-off is not
+// amplified into steps of the learning rate's size.
+TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
+  const std::string model = " --model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2"
+                            " --ffn-hidden-size 48 --tokenizer-type NullTokenizer --vocab-size 8 --max-position-embeddings 16"
+                            " --seq-length 16 --seed 3 --init-method-std 0.5";
+  const std::string dir = testing::scratch_dir();
+  auto sums = [&](const std::string& name, int count) {
+    std::string lines;
+    for (int i = 0; i < count; ++i) {
+      lines += "{\"prompt\": \"" + std::to_string(i % 7) + " " + std::to_string(i % 5) + "\", \"answer\": \"" +
+               std::to_string((i % 7 + i % 5) % 8) + "\"}\n";
+    }
+    return testing::write_file(dir, name, lines);
+  };
+  const std::string data = " --prompts " + sums("train.jsonl", 20) + " --eval-prompts " + sums("eval.jsonl", 6) +
+                           " --rollout-batch-size 8 --num-return-sequences-in-group 8 --response-length 1 --lr 1 --adam-eps 1"
+                           " --train-iters 3";
+  const std::string tp = " --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64";
+  struct Pair {
+    int reference_ranks;
+    std::string reference;
+    int ranks;
+    std::string flags, what;
+  };
+  const std::vector<Pair> pairs = {
+      {1, "", 2, tp, "TP 2 against 1 rank"},
+      {2, " --use-torch-fsdp2", 4, tp + " --sequence-parallel", "TP 2 + SP x FSDP 2 against FSDP 2"},
+      {2, " --rollout-ranks 1", 3, tp + " --rollout-ranks 1", "TP 2 trainers against 1 beside a rollout rank"},
+  };
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const Pair& p = pairs[i];
+    const std::string expected_params = dir + "/reference" + std::to_string(i) + ".pt", params = dir + "/tp" + std::to_string(i) + ".pt";
+    const auto reference = grpo(p.reference_ranks, data + p.reference + " --dump-final-params " + expected_params, model);
+    ASSERT_EQ(reference.status, 0) << reference.output;
+    EXPECT_EQ(count_matches(reference.output, R"(grpo step 1/3 \| reward 0\.0000)"), 0) << "rewards from the first step\n" << reference.output;
+    const auto run = grpo(p.ranks, data + p.flags + " --dump-final-params " + params, model);
+    EXPECT_NE(run.output.find("TP 2 (data-parallel"), std::string::npos) << run.output;
+    EXPECT_EQ(count_matches(run.output, R"(held-out exact-answer reward [0-9.]+ \(\d of 6 prompts)"), 2) << "each answer counted once\n" << run.output;
+    expect_same_grpo_run(reference, expected_params, run, params, p.what);
+  }
 }
 
 // A rollout worker that never joins (stopped before its rendezvous) is named by megacpp-run with

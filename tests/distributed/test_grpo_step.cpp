@@ -5,9 +5,13 @@
 // copy keeps the actor's weights. A reward function that throws fails the step naming the prompt;
 // a reference of another shape is refused naming the parameter. With the rollout on workers of
 // its own (Note [Remote rollout]) greedy responses are those of the actor's weights, the actor
-// learns as well, and a prompt beyond the context fails every rank naming worker and prompt.
+// learns as well, and a prompt beyond the context fails every rank naming worker and prompt. A
+// tensor-parallel actor (with and without sequence parallelism) takes one rank's steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -155,6 +159,73 @@ TEST(GrpoStep, LearnsWithRolloutWorkersOnRanksOfTheirOwn) {
       EXPECT_NE(std::string(e.what()).find(too_long), std::string::npos) << e.what();
     }
   });
+}
+
+// Each step's figures and the final parameters of `steps` GRPO steps of a Qwen3-style tiny Llama
+// (q/k norms: gradients TP leaves partial) from the same weights on `mesh`: the prompts, the
+// sampling seed and the reward are the data-parallel rank's.
+struct GrpoTrace {
+  std::vector<double> rewards, kls, policy_losses, entropies;
+  std::map<std::string, at::Tensor> params;
+};
+
+GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world, bool sequence_parallel, int steps) {
+  auto llama = [&] {
+    auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
+    model->init_weights(0.2, 7);  // whole, before any split: one rank's weights
+    models::ParallelizeSettings settings;
+    settings.wrap.sub_modules_to_wrap = {"layers.{*}"};
+    settings.shard = mesh.world_size() > 1;
+    settings.sequence_parallel = sequence_parallel;
+    models::parallelize(*model, mesh, settings);
+    return model;
+  };
+  auto actor = llama(), reference = llama();
+  models::LlamaModel rollout_model(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
+  rl::ColocatedRollout colocated(rollout_model);
+  rl::SharedByTensorParallelGroup shared(colocated, mesh.tp(), torch::kCPU);
+  rl::RolloutEngine& rollout = mesh.tp().size() > 1 ? static_cast<rl::RolloutEngine&>(shared) : colocated;
+  rollout.sync(*actor);
+  torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
+  rl::GrpoSettings s = settings();
+  s.position_multiple = sequence_parallel ? mesh.tp().size() : 1;
+  GrpoTrace trace;
+  for (int step = 0; step < steps; ++step) {
+    const int dp_rank = mesh.data_parallel_rank();
+    s.sampling.seed = static_cast<uint64_t>(100 * step + dp_rank);
+    const rl::GrpoStepStats stats = rl::grpo_step(*actor, optimizer, rollout, reference.get(), prompts_of(step, dp_rank), share_of_sevens, s, mesh, world);
+    trace.rewards.push_back(stats.reward);
+    trace.kls.push_back(stats.update.kl);
+    trace.policy_losses.push_back(stats.update.policy_loss);
+    trace.entropies.push_back(stats.update.entropy);
+  }
+  trace.params = parallel::fsdp::gather_full_parameters(*actor);
+  return trace;
+}
+
+void expect_close(const std::vector<double>& expected, const std::vector<double>& got, const std::string& what) {
+  ASSERT_EQ(expected.size(), got.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5 * std::abs(expected[i]) + 1e-7) << what << " at step " << i + 1;
+}
+
+TEST(GrpoStep, ATensorParallelActorTakesOneRanksSteps) {
+  for (const bool sequence_parallel : {false, true}) {
+    testing::run_on_ranks(2, [&](parallel::DistributedRuntime& rt) {
+      const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6);
+      const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, 1, "sharding_size", "ulysses_size", 2));
+      const GrpoTrace split = grpo_on(mesh, rt.world(), sequence_parallel, 6);
+      const std::string what = sequence_parallel ? "TP 2 + SP" : "TP 2";
+      EXPECT_GT(*std::max_element(one.rewards.begin(), one.rewards.end()), 0.0) << "some responses rewarded: advantages not all 0";
+      expect_close(one.rewards, split.rewards, what + " reward");
+      expect_close(one.kls, split.kls, what + " KL");
+      expect_close(one.policy_losses, split.policy_losses, what + " policy loss");
+      expect_close(one.entropies, split.entropies, what + " entropy");
+      for (const auto& [name, expected] : one.params) {
+        EXPECT_TRUE(torch::allclose(split.params.at(name), expected, 1e-5, 1e-6)) << what << ": " << name << " differs by "
+                                                                                  << (split.params.at(name) - expected).abs().max().item<double>();
+      }
+    });
+  }
 }
 
 }  // namespace
