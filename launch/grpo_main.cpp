@@ -5,7 +5,9 @@
 // The rest of the command line is megacpp-train's (model, tokenizer, --use-torch-fsdp2,
 // --fsdp2-config-path, --load [--finetune] or --init-from-hf-path, --lr, --train-iters as the
 // number of steps, --save, --save-interval, --seed, --clip-grad). Its data flags may be left
-// out: the prompts are the data. Argument errors and failures exit 1.
+// out: the prompts are the data; those of its flags that mean nothing to a GRPO run (the data,
+// the batch sizes, the LR schedule, loss scaling, logging) are refused naming what it reads
+// instead. Argument errors and failures exit 1.
 #include <csignal>
 #include <deque>
 #include <cstdio>
@@ -47,6 +49,66 @@ const std::vector<launch::OwnFlag>& own_flags() {
       {"reference-load", true, "the reference's checkpoint (default: --load's, or --init-from-hf-path's folder)"},
       {"rl-config-path", true, "ROLL's RLVR YAML (actor_train / actor_infer / reference, generating_args, ...): its keys are read as "
                                "the flags they mean; a flag given on the command line too is an error"},
+  };
+  return flags;
+}
+
+// megacpp-train's flags that mean nothing to a GRPO run (refused when given, naming what does).
+const std::vector<launch::UnreadFlag>& unread_flags() {
+  static const char* const kSteps = "a step takes --rollout-batch-size prompts and --num-return-sequences-in-group responses to each";
+  static const char* const kConstantLr = "megacpp-grpo steps at a constant --lr, as ROLL's warmup_steps 0";
+  static const char* const kNoScaling = "megacpp-grpo does not scale the loss, which fp16 needs; use --bf16";
+  static const char* const kPrompts = "the prompts are the data: --prompts";
+  static const std::vector<launch::UnreadFlag> flags = {
+      {"micro-batch-size", "responses per forward of the update: --ppo-micro-batch-size"},
+      {"global-batch-size", kSteps},
+      {"rampup-batch-size", kSteps},
+      {"train-samples", "the number of steps is --train-iters"},
+      {"min-lr", kConstantLr},
+      {"lr-warmup-iters", kConstantLr},
+      {"lr-warmup-samples", kConstantLr},
+      {"lr-warmup-fraction", kConstantLr},
+      {"lr-warmup-init", kConstantLr},
+      {"lr-decay-iters", kConstantLr},
+      {"lr-decay-samples", kConstantLr},
+      {"lr-decay-style", kConstantLr},
+      {"decoupled-min-lr", kConstantLr},
+      {"fp16", kNoScaling},
+      {"loss-scale", kNoScaling},
+      {"initial-loss-scale", kNoScaling},
+      {"min-loss-scale", kNoScaling},
+      {"loss-scale-window", kNoScaling},
+      {"hysteresis", kNoScaling},
+      {"no-check-for-nan-in-loss-and-grad", "megacpp-grpo has no NaN/Inf guard to turn off"},
+      {"loss-compute-mode", "the policy loss reads each micro-batch's logits whole"},
+      {"loss-chunk-size", "the policy loss reads each micro-batch's logits whole"},
+      {"calculate-per-token-loss", "the policy loss is the mean over the response tokens, verl's token-mean"},
+      {"log-interval", "it logs every step"},
+      {"peak-tflops", "it reports no TFLOP/s"},
+      {"tensorboard-dir", "it writes no TensorBoard events"},
+      {"tensorboard-log-interval", "it writes no TensorBoard events"},
+      {"profile", "it has no profiler"},
+      {"profile-step-start", "it has no profiler"},
+      {"profile-step-end", "it has no profiler"},
+      {"profile-ranks", "it has no profiler"},
+      {"profile-save-path", "it has no profiler"},
+      {"eval-iters", "the held-out evaluation answers every --eval-prompts line"},
+      {"exit-interval", "it runs --train-iters steps"},
+      {"exit-duration-in-mins", "it runs --train-iters steps"},
+      {"data-path", kPrompts},
+      {"split", kPrompts},
+      {"is-instruction-dataset", kPrompts},
+      {"prompt-type", kPrompts},
+      {"padded-samples", kPrompts},
+      {"variable-seq-lengths", kPrompts},
+      {"reset-position-ids", kPrompts},
+      {"reset-attention-mask", kPrompts},
+      {"eod-mask-loss", kPrompts},
+      {"dataloader-type", kPrompts},
+      {"num-workers", kPrompts},
+      {"data-cache-path", kPrompts},
+      {"image-mean", kPrompts},
+      {"image-std", kPrompts},
   };
   return flags;
 }
@@ -127,12 +189,13 @@ int main(int argc, char** argv) {
                               own_flags(),
                               "and megacpp-train's flags for the model, tokenizer, parallelism, weights (--load [--finetune] or "
                               "--init-from-hf-path), --lr, --train-iters (the steps), --save/--save-interval, --seed and --clip-grad "
-                              "(megacpp-train --help); data flags may be left out.");
+                              "(megacpp-train --help); data flags may be left out, and those that mean nothing here are refused.");
       return 0;
     }
     rl::GrpoOptions from_config;
     std::deque<std::string> storage;
     if (split.own.count("rl-config-path")) add_rlvr_config(split, from_config, storage);
+    launch::refuse_unread_flags(split, unread_flags(), program);
     rl::GrpoOptions options = grpo_options(split.own);
     options.train_strategy_yaml = from_config.train_strategy_yaml;
     options.train_strategy_source = from_config.train_strategy_source;

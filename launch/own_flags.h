@@ -26,6 +26,17 @@ struct SplitCommandLine {
 // std::invalid_argument for an own flag without its value.
 SplitCommandLine split_command_line(int argc, char** argv, const std::vector<OwnFlag>& flags);
 
+// A megacpp-train flag that a program takes no meaning from, and why (what it reads instead).
+struct UnreadFlag {
+  const char* name;  // without the dashes
+  const char* why;
+};
+
+// Throws std::invalid_argument "--NAME: not read by PROGRAM (WHY)" for the first of `unread`
+// given in `split.rest`, so that a training script's flag that would do nothing here is never
+// taken silently.
+void refuse_unread_flags(const SplitCommandLine& split, const std::vector<UnreadFlag>& unread, const char* program);
+
 // "  --name V     help" lines, then `tail`.
 void print_own_flags(const char* title, const std::vector<OwnFlag>& flags, const char* tail);
 

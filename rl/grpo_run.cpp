@@ -169,7 +169,8 @@ void GrpoRun::build_trainer() {
   training::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights);
   std::vector<at::Tensor> params = actor_->parameters();
   optimizer_ = training::make_optimizer(args_, params);
-  checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh, /*async=*/false);
+  checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
+                                                                   setup_.fsdp_config.async_save_ckpt);
   if (!args_.load.empty()) {
     progress_ = checkpointer_->load(*actor_, *optimizer_);
   } else if (has_weights) {

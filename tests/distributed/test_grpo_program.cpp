@@ -1,8 +1,9 @@
 // megacpp-grpo (rl/grpo_run.h) end to end on a tiny Llama with byte-level tokens: with the
-// rollout colocated on 2 ranks and on a rank of its own beside 2 trainer ranks, it logs the
-// held-out evaluation before and after and one line per step, saves the actor where
-// megacpp-train's --load reads it, and a saved run resumes at its iteration; bad input is refused
-// naming the flag, file and line, with nothing saved; ROLL's RLVR YAML runs as the flags it
+// rollout colocated on 2 ranks (saving in the background) and on a rank of its own beside 2
+// trainer ranks, it logs the held-out evaluation before and after and one line per step, saves
+// the actor where megacpp-train's --load reads it, and a saved run resumes at its iteration; bad
+// input (and megacpp-train's flags that mean nothing to it) is refused naming the flag, file and
+// line, with nothing saved; ROLL's RLVR YAML runs as the flags it
 // means; beside tensor parallelism a run takes the steps of its data-parallel layout without TP;
 // a rollout worker that never joins is named within the hang timeout.
 #include <gtest/gtest.h>
@@ -52,7 +53,7 @@ TEST(GrpoProgram, TrainsWithTheRolloutColocatedOrOnARankOfItsOwnAndSavesTheActor
   const std::string dir = testing::scratch_dir();
   const std::string data = " --prompts " + write_prompts(dir, "train.jsonl", 20) + " --eval-prompts " + write_prompts(dir, "eval.jsonl", 6) +
                            " --rollout-batch-size 4 --num-return-sequences-in-group 4 --response-length 3 --lr 1e-3";
-  for (const auto& [ranks, layout] : {std::pair<int, std::string>{2, ""}, {3, " --rollout-ranks 1"}}) {
+  for (const auto& [ranks, layout] : {std::pair<int, std::string>{2, " --async-save"}, {3, " --rollout-ranks 1"}}) {
     const std::string save = dir + "/actor" + std::to_string(ranks);
     const auto run = grpo(ranks, data + layout + " --train-iters 3 --save " + save + " --save-interval 2");
     ASSERT_EQ(run.status, 0) << run.output;
@@ -93,6 +94,11 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
       {" --prompts " + prompts + " --num-return-sequences-in-group 1", "--num-return-sequences-in-group 1: GRPO's advantages compare"},
       {" --prompts " + prompts + " --kl-loss-type k9", "kl_penalty k9: expected kl (k1), abs, mse (k2) or low_var_kl (k3)"},
       {"", "--prompts (JSON lines {\"prompt\": ..., \"answer\": ...}) is required"},
+      {" --prompts " + prompts + " --micro-batch-size 4",
+       "--micro-batch-size: not read by megacpp-grpo (responses per forward of the update: --ppo-micro-batch-size)"},
+      {" --prompts " + prompts + " --lr-decay-style=cosine",
+       "--lr-decay-style: not read by megacpp-grpo (megacpp-grpo steps at a constant --lr, as ROLL's warmup_steps 0)"},
+      {" --prompts " + prompts + " --data-path " + dir + "/corpus", "--data-path: not read by megacpp-grpo (the prompts are the data: --prompts)"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = grpo(2, common + flags);
