@@ -45,6 +45,10 @@ const std::vector<launch::OwnFlag>& own_flags() {
       {"clip-ratio", true, "PPO's ratio clip (ROLL's pg_clip; default 0.2)"},
       {"infer-batch-size", true, "sequences per forward of the log-prob passes (ROLL's infer_batch_size; default 16)"},
       {"ppo-micro-batch-size", true, "responses per forward of the update (verl's ppo_micro_batch_size_per_gpu; default 4)"},
+      {"ppo-mini-batch-size", true, "prompts per optimizer step over all data-parallel ranks (verl's ppo_mini_batch_size; default: "
+                                    "the rollout batch, one step)"},
+      {"gradient-accumulation-steps", true, "micro-batches per optimizer step on each rank (ROLL's, with per_device_train_batch_size)"},
+      {"ppo-epochs", true, "passes over each rollout batch (verl's and ROLL's ppo_epochs; default 1)"},
       {"weight-sync-chunk-mb", true, "with --rollout-ranks: MiB per broadcast of the weights (default 512)"},
       {"reference-load", true, "the reference's checkpoint (default: --load's, or --init-from-hf-path's folder)"},
       {"rl-config-path", true, "ROLL's RLVR YAML (actor_train / actor_infer / reference, generating_args, ...): its keys are read as "
@@ -133,6 +137,9 @@ rl::GrpoOptions grpo_options(const std::map<std::string, std::string>& own) {
     if (name == "clip-ratio") o.clip_ratio = real();
     if (name == "infer-batch-size") o.infer_batch_size = integer();
     if (name == "ppo-micro-batch-size") o.micro_batch_size = integer();
+    if (name == "ppo-mini-batch-size") o.mini_batch_size = integer();
+    if (name == "gradient-accumulation-steps") o.gradient_accumulation = integer();
+    if (name == "ppo-epochs") o.epochs = integer();
     if (name == "weight-sync-chunk-mb") o.sync_chunk_mb = integer();
     if (name == "reference-load") o.reference_load = value;
   }

@@ -44,6 +44,17 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
     refuse("--rollout-ranks, --eval-interval and --kl-coef must be >= 0; --weight-sync-chunk-mb, --ppo-micro-batch-size and "
            "--infer-batch-size positive");
   }
+  if (o.mini_batch_size < 0 || o.gradient_accumulation < 0 || o.epochs <= 0) {
+    refuse("--ppo-mini-batch-size and --gradient-accumulation-steps must be positive (or 0: one step per rollout batch), --ppo-epochs "
+           "positive");
+  }
+  if (o.mini_batch_size > 0 && o.gradient_accumulation > 0) {
+    refuse("--ppo-mini-batch-size (verl's) and --gradient-accumulation-steps (ROLL's) both size the mini-batch; give one");
+  }
+  if (o.mini_batch_size > 0 && o.rollout_batch_size % o.mini_batch_size != 0) {
+    refuse("--ppo-mini-batch-size " + std::to_string(o.mini_batch_size) + " does not divide --rollout-batch-size " +
+           std::to_string(o.rollout_batch_size));
+  }
   if (args.train_iters <= 0) refuse("--train-iters: the number of GRPO steps (ROLL's max_steps) must be positive");
   if (args.seq_length <= o.response_length) {
     refuse("--seq-length " + std::to_string(args.seq_length) + " leaves no room for a prompt beside --response-length " +
@@ -138,6 +149,7 @@ class GrpoRun {
 
   void build_trainer();
   void read_data();
+  int64_t mini_batch_responses(int dp) const;
   void log_start() const;
   void train();
   GrpoSettings step_settings(int64_t step) const;
@@ -159,6 +171,7 @@ class GrpoRun {
   std::unique_ptr<SharedByTensorParallelGroup> shared_;  // beside TP: the rollout, once per TP group
   RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
+  int64_t mini_batch_responses_ = 0;  // per optimizer step on each rank (0: the whole batch)
   RewardFunction reward_;
 };
 
@@ -210,6 +223,30 @@ void GrpoRun::read_data() {
     throw std::invalid_argument("--rollout-batch-size " + std::to_string(options_.rollout_batch_size) + " does not divide among the " +
                                 std::to_string(dp) + " data-parallel trainer ranks");
   }
+  mini_batch_responses_ = mini_batch_responses(dp);
+}
+
+// Responses per optimizer step on each rank (0: the rank's whole batch), checked to divide it.
+int64_t GrpoRun::mini_batch_responses(int dp) const {
+  const int64_t mine = options_.rollout_batch_size / dp * options_.group_size;
+  int64_t mini = 0;
+  std::string named;
+  if (options_.mini_batch_size > 0) {
+    if (options_.mini_batch_size % dp != 0) {
+      throw std::invalid_argument("--ppo-mini-batch-size " + std::to_string(options_.mini_batch_size) + " does not divide among the " +
+                                  std::to_string(dp) + " data-parallel trainer ranks");
+    }
+    mini = options_.mini_batch_size / dp * options_.group_size;
+    named = "--ppo-mini-batch-size " + std::to_string(options_.mini_batch_size);
+  } else if (options_.gradient_accumulation > 0) {
+    mini = options_.micro_batch_size * options_.gradient_accumulation;
+    named = "--ppo-micro-batch-size x --gradient-accumulation-steps (" + std::to_string(mini) + " responses per rank)";
+  }
+  if (mini > 0 && mine % mini != 0) {
+    throw std::invalid_argument(named + " does not divide each data-parallel rank's " + std::to_string(mine) +
+                                " responses (--rollout-batch-size / data-parallel ranks x --num-return-sequences-in-group)");
+  }
+  return mini;
 }
 
 void GrpoRun::log_start() const {
@@ -247,6 +284,8 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.update.fsdp = args_.use_torch_fsdp2;
   s.infer_batch_size = options_.infer_batch_size;
   s.clip_grad = args_.clip_grad;
+  s.mini_batch_size = mini_batch_responses_;
+  s.epochs = options_.epochs;
   s.position_multiple = args_.sequence_parallel ? setup_.mesh->tp().size() : 1;
   return s;
 }

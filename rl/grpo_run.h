@@ -32,6 +32,12 @@ struct GrpoOptions {
   double clip_ratio = 0.2;           // --clip-ratio (ROLL's pg_clip)
   int64_t infer_batch_size = 16;     // --infer-batch-size: the forward-only passes' (ROLL's)
   int64_t micro_batch_size = 4;      // --ppo-micro-batch-size: responses per forward of the update
+  // One optimizer step per mini-batch: --ppo-mini-batch-size prompts over all data-parallel ranks
+  // (verl's ppo_mini_batch_size) or --gradient-accumulation-steps micro-batches per rank (ROLL's
+  // per_device_train_batch_size x gradient_accumulation_steps); 0: one step per rollout batch.
+  int64_t mini_batch_size = 0;
+  int64_t gradient_accumulation = 0;
+  int64_t epochs = 1;                // --ppo-epochs: passes over each rollout batch (verl's, ROLL's ppo_epochs)
   int64_t sync_chunk_mb = 512;       // --weight-sync-chunk-mb: the separate ranks' chunk size
   std::string reference_load;        // --reference-load: the reference's checkpoint (else --load's)
   // From --rl-config-path (rl/rlvr_config.h): actor_train's FSDP2 config, and how many trainer

@@ -64,6 +64,49 @@ RolloutBatch batch_of(const Rollouts& r, int64_t multiple, at::Tensor& lengths) 
   return b;
 }
 
+// Rows [first, first + count) of each of the batch's tensors.
+RolloutBatch rows_of(const RolloutBatch& b, int64_t first, int64_t count) {
+  auto rows = [&](const at::Tensor& t) { return t.defined() ? t.narrow(0, first, count) : t; };
+  return {rows(b.ids), rows(b.response_mask), rows(b.advantages), rows(b.old_log_probs), rows(b.ref_log_probs)};
+}
+
+// verl's update_policy: for each of `epochs` passes, one optimizer step per mini-batch of the
+// batch's rows in order (the gradients that TP leaves partial summed, all clipped together).
+// Returns the statistics averaged over the updates.
+ActorUpdateStats update_actor(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, const RolloutBatch& batch,
+                              const GrpoSettings& s, const parallel::DeviceMesh& mesh) {
+  const int64_t n = batch.ids.size(0), mini = s.mini_batch_size > 0 ? s.mini_batch_size : n;
+  if (n % mini != 0 || s.epochs <= 0) {
+    throw std::invalid_argument("grpo: " + std::to_string(n) + " responses on this rank do not split into mini-batches of " +
+                                std::to_string(mini) + ", or " + std::to_string(s.epochs) + " epochs");
+  }
+  std::vector<at::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  ActorUpdateStats mean;
+  const double updates = static_cast<double>(s.epochs * (n / mini));
+  for (int64_t epoch = 0; epoch < s.epochs; ++epoch) {
+    for (int64_t first = 0; first < n; first += mini) {
+      optimizer.zero_grad();
+      const ActorUpdateStats one = actor_backward(actor, rows_of(batch, first, mini), s.update);
+      for (auto& p : params) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // unused on this rank: the norm and step still count it
+      }
+      if (mesh.tp().size() > 1) parallel::all_reduce_partial_gradients(params, s.update.device);
+      if (s.clip_grad > 0) {
+        const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
+        parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
+      }
+      optimizer.step();
+      mean.policy_loss += one.policy_loss / updates;
+      mean.kl += one.kl / updates;
+      mean.clip_fraction += one.clip_fraction / updates;
+      mean.approx_kl += one.approx_kl / updates;
+      mean.entropy += one.entropy / updates;
+    }
+  }
+  return mean;
+}
+
 }  // namespace
 
 GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& optimizer, RolloutEngine& rollout,
@@ -87,31 +130,22 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
                                      s.update.device, world, mesh.ulysses(), s.position_multiple};
   batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
   if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
-  optimizer.zero_grad();
   GrpoStepStats stats;
-  stats.update = actor_backward(actor, batch, s.update);
-  std::vector<at::Tensor> params;
-  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
-  for (auto& p : params) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // unused on this rank: the norm and step still count it
-  }
-  if (mesh.tp().size() > 1) parallel::all_reduce_partial_gradients(params, s.update.device);
-  if (s.clip_grad > 0) {
-    const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
-    parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
-  }
-  optimizer.step();
+  stats.update = update_actor(actor, optimizer, batch, s, mesh);
   stats.sync = rollout.sync(actor);
   double generated = 0;
   for (const auto& g : rollouts.responses) generated += static_cast<double>(g.tokens.size());
-  auto mean = [&](double value) { return parallel::average_over_ranks(world, value, s.update.device); };
-  stats.reward = mean(scores.mean().item<double>());
-  stats.response_length = mean(generated / static_cast<double>(rollouts.responses.size()));
-  stats.update.policy_loss = mean(stats.update.policy_loss);
-  stats.update.kl = mean(stats.update.kl);
-  stats.update.clip_fraction = mean(stats.update.clip_fraction);
-  stats.update.approx_kl = mean(stats.update.approx_kl);
-  stats.update.entropy = mean(stats.update.entropy);
+  // The statistics averaged over the ranks in one all-reduce.
+  at::Tensor figures = torch::tensor({scores.mean().item<double>(), generated / static_cast<double>(rollouts.responses.size()),
+                                      stats.update.policy_loss, stats.update.kl, stats.update.clip_fraction, stats.update.approx_kl,
+                                      stats.update.entropy},
+                                     torch::kDouble).to(s.update.device);
+  parallel::all_reduce(world, figures, parallel::ReduceOp::kAvg).wait();
+  figures = figures.to(torch::kCPU);
+  const double* f = figures.data_ptr<double>();
+  stats.reward = f[0];
+  stats.response_length = f[1];
+  stats.update = {f[2], f[3], f[4], f[5], f[6]};
   return stats;
 }
 

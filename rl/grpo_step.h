@@ -6,7 +6,9 @@
 // (rl::group_advantages: a group never spans ranks), takes the sampling policy's log-probs and
 // the reference's with forward-only passes of the sharded models (inference::sequence_log_probs,
 // ROLL's fsdp2_infer), updates the actor on the response tokens (rl::actor_backward, then the
-// optimizer) and loads the new weights into the rollout's model (RolloutEngine::sync).
+// optimizer: one step per mini-batch, so that the steps after the first are off-policy and PPO's
+// clip bites, as verl's ppo_mini_batch_size has it) and loads the new weights into the rollout's
+// model (RolloutEngine::sync).
 // Collective over the actor's mesh: every rank passes as many prompts, the ranks of a
 // tensor-parallel group the same ones (and a rollout that gives them the same responses:
 // rl::SharedByTensorParallelGroup); the gradients that TP leaves partial are summed over the group.
@@ -39,6 +41,12 @@ struct GrpoSettings {
   bool divide_by_std = true;         // false: Dr. GRPO
   int64_t infer_batch_size = 16;     // the forward-only passes' (ROLL's infer_batch_size)
   double clip_grad = 1.0;            // the gradients' global norm at most this (0: no clipping)
+  // verl's ppo_mini_batch_size and ppo_epochs: the update makes one optimizer step per
+  // `mini_batch_size` of this rank's responses (in order: whole prompt groups when it is a
+  // multiple of responses_per_prompt), over the batch `epochs` times; 0: one step on the whole
+  // batch. Every rank of the mesh makes as many steps.
+  int64_t mini_batch_size = 0;
+  int64_t epochs = 1;
   // The forwards' positions are padded to a multiple of this: with sequence parallelism the TP
   // size, which each sequence is split over inside the model.
   int64_t position_multiple = 1;

@@ -75,6 +75,7 @@ struct Reader {
   }
 
   void top_level();
+  void training_args(const YAML::Node& node, const std::string& key);
   void actor_train(const YAML::Node& node, std::vector<int>& mapping);
   void actor_infer(const YAML::Node& node, const std::vector<int>& trainers);
   void reference(const YAML::Node& node, const std::vector<int>& trainers);
@@ -90,6 +91,26 @@ std::string emitted(const YAML::Node& node) {
 std::string Reader::strategy_name(const YAML::Node& strategy_args, const std::string& key) const {
   if (!strategy_args.IsMap() || !strategy_args["strategy_name"]) fail(strategy_args, key, "expected {strategy_name, strategy_config}");
   return text(strategy_args["strategy_name"], key + ".strategy_name");
+}
+
+// actor_train.training_args (Hugging Face's TrainingArguments as ROLL reads them): each mini-batch
+// of per_device_train_batch_size x gradient_accumulation_steps (default 1) responses per rank is
+// one optimizer step.
+void Reader::training_args(const YAML::Node& node, const std::string& key) {
+  for (const auto& arg : node) {
+    const std::string a = arg.first.Scalar(), akey = key + "." + a;
+    if (a == "learning_rate") flag(arg.second, akey, "lr");
+    else if (a == "weight_decay") flag(arg.second, akey, "weight-decay");
+    else if (a == "per_device_train_batch_size") flag(arg.second, akey, "ppo-micro-batch-size");
+    else if (a == "gradient_accumulation_steps") flag(arg.second, akey, "gradient-accumulation-steps");
+    else if (a == "max_grad_norm") flag(arg.second, akey, "clip-grad");
+    else if (a == "warmup_steps") require(arg.second, akey, "0", "megacpp-grpo keeps the learning rate constant");
+    else unknown(arg.first, akey, "learning_rate, weight_decay, per_device_train_batch_size, gradient_accumulation_steps, "
+                                  "max_grad_norm and warmup_steps (0)");
+  }
+  if (node["per_device_train_batch_size"] && !node["gradient_accumulation_steps"]) {
+    flag(node["per_device_train_batch_size"], key + ".per_device_train_batch_size", "gradient-accumulation-steps", "1");
+  }
 }
 
 void Reader::top_level() {
@@ -111,7 +132,7 @@ void Reader::top_level() {
     } else if (key == "adv_estimator") {
       require(v, key, "grpo", "megacpp-grpo's advantages are GRPO's, normalized within each group");
     } else if (key == "ppo_epochs") {
-      require(v, key, "1", "megacpp-grpo updates once per rollout batch");
+      flag(v, key, "ppo-epochs");
     } else if (key == "add_token_level_kl") {
       require(v, key, "false", "the KL is a loss term (kl_loss_coef), not part of the reward");
     } else if (key == "actor_train") {
@@ -149,15 +170,7 @@ void Reader::actor_train(const YAML::Node& node, std::vector<int>& mapping) {
       document["strategy_args"] = v;
       flag(v, key, "use-torch-fsdp2", "true");
     } else if (name == "training_args") {
-      for (const auto& arg : v) {
-        const std::string a = arg.first.Scalar(), akey = key + "." + a;
-        if (a == "learning_rate") flag(arg.second, akey, "lr");
-        else if (a == "weight_decay") flag(arg.second, akey, "weight-decay");
-        else if (a == "per_device_train_batch_size") flag(arg.second, akey, "ppo-micro-batch-size");
-        else if (a == "max_grad_norm") flag(arg.second, akey, "clip-grad");
-        else if (a == "warmup_steps") require(arg.second, akey, "0", "megacpp-grpo keeps the learning rate constant");
-        else unknown(arg.first, akey, "learning_rate, weight_decay, per_device_train_batch_size, max_grad_norm and warmup_steps (0)");
-      }
+      training_args(v, key);
     } else if (name == "device_mapping") {
       mapping = ranks(v, key);
       for (size_t r = 0; r < mapping.size(); ++r) {

@@ -5,8 +5,8 @@
 // reads ROLL's layout. device_mapping places the workers: actor_infer on actor_train's ranks is
 // colocated, on the ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the
 // actor's ranks and strategy_config. ${key} takes a top-level key's value, as OmegaConf does. A
-// key megacpp does not read, or a setting it cannot honour (ppo_epochs above 1, an advantage
-// estimator other than grpo, vLLM's strategy_config), is refused naming the file, line and key.
+// key megacpp does not read, or a setting it cannot honour (an advantage estimator other than
+// grpo, vLLM's strategy_config), is refused naming the file, line and key.
 #pragma once
 
 #include <string>

@@ -94,6 +94,12 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
       {" --prompts " + prompts + " --num-return-sequences-in-group 1", "--num-return-sequences-in-group 1: GRPO's advantages compare"},
       {" --prompts " + prompts + " --kl-loss-type k9", "kl_penalty k9: expected kl (k1), abs, mse (k2) or low_var_kl (k3)"},
       {"", "--prompts (JSON lines {\"prompt\": ..., \"answer\": ...}) is required"},
+      {" --prompts " + prompts + " --ppo-mini-batch-size 3", "--ppo-mini-batch-size 3 does not divide --rollout-batch-size 4"},
+      {" --prompts " + prompts + " --ppo-mini-batch-size 1", "--ppo-mini-batch-size 1 does not divide among the 2 data-parallel trainer ranks"},
+      {" --prompts " + prompts + " --ppo-micro-batch-size 3 --gradient-accumulation-steps 1",
+       "--ppo-micro-batch-size x --gradient-accumulation-steps (3 responses per rank) does not divide each data-parallel rank's 8 responses"},
+      {" --prompts " + prompts + " --ppo-mini-batch-size 2 --gradient-accumulation-steps 1",
+       "--ppo-mini-batch-size (verl's) and --gradient-accumulation-steps (ROLL's) both size the mini-batch; give one"},
       {" --prompts " + prompts + " --micro-batch-size 4",
        "--micro-batch-size: not read by megacpp-grpo (responses per forward of the update: --ppo-micro-batch-size)"},
       {" --prompts " + prompts + " --lr-decay-style=cosine",
@@ -114,7 +120,7 @@ rollout_batch_size: 4
 prompt_length: 12
 response_length: 4
 num_return_sequences_in_group: 4
-ppo_epochs: 1
+ppo_epochs: 2
 adv_estimator: grpo
 pg_clip: 0.2
 kl_loss_coef: 0.001
@@ -123,7 +129,8 @@ actor_train:
   training_args:
     learning_rate: 1.0e-3
     weight_decay: 0
-    per_device_train_batch_size: 8
+    per_device_train_batch_size: 2
+    gradient_accumulation_steps: 2
   strategy_args:
     strategy_name: fsdp2_train
     strategy_config:
@@ -174,7 +181,7 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
                                                                        "    fsdp_size: 2\n    reshard_after_forward: true\n");
   const auto from_flags = grpo(3, prompts + " --seed 1234 --train-iters 3 --rollout-batch-size 4 --seq-length 16 --response-length 4 "
                                   "--num-return-sequences-in-group 4 --clip-ratio 0.2 --kl-coef 0.001 --kl-loss-type low_var_kl --lr 1e-3 "
-                                  "--weight-decay 0 --ppo-micro-batch-size 8 --use-torch-fsdp2 --fsdp2-config-path " + strategy +
+                                  "--weight-decay 0 --ppo-micro-batch-size 2 --gradient-accumulation-steps 2 --ppo-epochs 2 --use-torch-fsdp2 --fsdp2-config-path " + strategy +
                                   " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1", kArchitecture);
   ASSERT_EQ(from_flags.status, 0) << from_flags.output;
   EXPECT_EQ(step_figures(from_yaml.output).size(), 3u) << from_yaml.output;
@@ -184,7 +191,8 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
     std::string find, replace, expected;
   };
   const std::vector<Edit> edits = {
-      {"ppo_epochs: 1", "ppo_epochs: 2", "key 'ppo_epochs': must be 1 (megacpp-grpo updates once per rollout batch)"},
+      {"    weight_decay: 0", "    weight_decay: 0\n    warmup_steps: 20",
+       "key 'actor_train.training_args.warmup_steps': must be 0 (megacpp-grpo keeps the learning rate constant)"},
       {"adv_estimator: grpo", "adv_estimator: reinforce", "key 'adv_estimator': must be grpo"},
       {"kl_loss_coef: 0.001", "kl_loss_coef: 0.001\nuse_kl_loss: false", "key 'use_kl_loss': gives --kl-coef 0, another key gave it 0.001"},
       {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",

@@ -169,7 +169,8 @@ struct GrpoTrace {
   std::map<std::string, at::Tensor> params;
 };
 
-GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world, bool sequence_parallel, int steps) {
+GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world, bool sequence_parallel, int steps,
+                  int64_t mini_batch_size = 0) {
   auto llama = [&] {
     auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
     model->init_weights(0.2, 7);  // whole, before any split: one rank's weights
@@ -189,6 +190,7 @@ GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world
   torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
   rl::GrpoSettings s = settings();
   s.position_multiple = sequence_parallel ? mesh.tp().size() : 1;
+  s.mini_batch_size = mini_batch_size;
   GrpoTrace trace;
   for (int step = 0; step < steps; ++step) {
     const int dp_rank = mesh.data_parallel_rank();
@@ -208,13 +210,16 @@ void expect_close(const std::vector<double>& expected, const std::vector<double>
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5 * std::abs(expected[i]) + 1e-7) << what << " at step " << i + 1;
 }
 
+// With sequence parallelism the actor takes two optimizer steps per GRPO step (mini-batches of 8
+// of the 16 responses).
 TEST(GrpoStep, ATensorParallelActorTakesOneRanksSteps) {
   for (const bool sequence_parallel : {false, true}) {
     testing::run_on_ranks(2, [&](parallel::DistributedRuntime& rt) {
-      const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6);
+      const int64_t mini_batch = sequence_parallel ? 8 : 0;
+      const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6, mini_batch);
       const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, 1, "sharding_size", "ulysses_size", 2));
-      const GrpoTrace split = grpo_on(mesh, rt.world(), sequence_parallel, 6);
-      const std::string what = sequence_parallel ? "TP 2 + SP" : "TP 2";
+      const GrpoTrace split = grpo_on(mesh, rt.world(), sequence_parallel, 6, mini_batch);
+      const std::string what = sequence_parallel ? "TP 2 + SP, 2 mini-batches" : "TP 2";
       EXPECT_GT(*std::max_element(one.rewards.begin(), one.rewards.end()), 0.0) << "some responses rewarded: advantages not all 0";
       expect_close(one.rewards, split.rewards, what + " reward");
       expect_close(one.kls, split.kls, what + " KL");
@@ -225,6 +230,41 @@ TEST(GrpoStep, ATensorParallelActorTakesOneRanksSteps) {
                                                                                   << (split.params.at(name) - expected).abs().max().item<double>();
       }
     });
+  }
+}
+
+// verl's mini-batches and epochs: the old log-probs are the sampling policy's, taken once, so the
+// first optimizer step of a GRPO step is on-policy (no ratio clipped) and the later ones are not.
+// At a high learning rate one step per batch never clips; two mini-batches, or two epochs, do.
+TEST(GrpoStep, MiniBatchesAndEpochsStepOffPolicyAfterTheFirst) {
+  const parallel::DeviceMesh mesh = parallel::DeviceMesh::single();
+  auto clip_fractions = [&](int64_t mini_batch_size, int64_t epochs) {
+    auto actor = std::make_shared<models::LlamaModel>(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+    actor->init_weights(0.2, 7);
+    models::LlamaModel rollout_model(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+    rl::ColocatedRollout rollout(rollout_model);
+    rollout.sync(*actor);
+    torch::optim::Adam optimizer(actor->parameters(), torch::optim::AdamOptions(0.05));
+    rl::GrpoSettings s = settings();
+    s.mini_batch_size = mini_batch_size;
+    s.epochs = epochs;
+    double clipped = 0;
+    for (int step = 0; step < 4; ++step) {
+      s.sampling.seed = static_cast<uint64_t>(step);
+      clipped += rl::grpo_step(*actor, optimizer, rollout, nullptr, prompts_of(step, 0), share_of_sevens, s, mesh, parallel::Group::single(0))
+                     .update.clip_fraction;
+    }
+    return clipped;
+  };
+  EXPECT_EQ(clip_fractions(0, 1), 0.0) << "one on-policy step per batch";
+  EXPECT_EQ(clip_fractions(16, 1), 0.0) << "a mini-batch of the whole batch";
+  EXPECT_GT(clip_fractions(8, 1), 0.0) << "two mini-batches: the second off-policy";
+  EXPECT_GT(clip_fractions(0, 2), 0.0) << "two epochs: the second off-policy";
+  try {
+    clip_fractions(6, 1);
+    ADD_FAILURE() << "a mini-batch that does not divide the batch was not refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("16 responses on this rank do not split into mini-batches of 6"), std::string::npos) << e.what();
   }
 }
 
