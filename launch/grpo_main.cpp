@@ -6,8 +6,9 @@
 // --fsdp2-config-path, --load [--finetune] or --init-from-hf-path, --lr, --train-iters as the
 // number of steps, --save, --save-interval, --seed, --clip-grad). Its data flags may be left
 // out: the prompts are the data; those of its flags that mean nothing to a GRPO run (the data,
-// the batch sizes, the LR schedule, loss scaling, logging) are refused naming what it reads
-// instead. Argument errors and failures exit 1.
+// the batch sizes, loss scaling, logging) are refused naming what it reads instead. The learning
+// rate is constant unless --lr-decay-style is given (Megatron's schedule over the optimizer
+// steps). Argument errors and failures exit 1.
 #include <csignal>
 #include <deque>
 #include <cstdio>
@@ -60,7 +61,7 @@ const std::vector<launch::OwnFlag>& own_flags() {
 // megacpp-train's flags that mean nothing to a GRPO run (refused when given, naming what does).
 const std::vector<launch::UnreadFlag>& unread_flags() {
   static const char* const kSteps = "a step takes --rollout-batch-size prompts and --num-return-sequences-in-group responses to each";
-  static const char* const kConstantLr = "megacpp-grpo steps at a constant --lr, as ROLL's warmup_steps 0";
+  static const char* const kUpdates = "its schedule counts optimizer steps: --lr-warmup-iters, --lr-decay-iters";
   static const char* const kNoScaling = "megacpp-grpo does not scale the loss, which fp16 needs; use --bf16";
   static const char* const kPrompts = "the prompts are the data: --prompts";
   static const std::vector<launch::UnreadFlag> flags = {
@@ -68,15 +69,8 @@ const std::vector<launch::UnreadFlag>& unread_flags() {
       {"global-batch-size", kSteps},
       {"rampup-batch-size", kSteps},
       {"train-samples", "the number of steps is --train-iters"},
-      {"min-lr", kConstantLr},
-      {"lr-warmup-iters", kConstantLr},
-      {"lr-warmup-samples", kConstantLr},
-      {"lr-warmup-fraction", kConstantLr},
-      {"lr-warmup-init", kConstantLr},
-      {"lr-decay-iters", kConstantLr},
-      {"lr-decay-samples", kConstantLr},
-      {"lr-decay-style", kConstantLr},
-      {"decoupled-min-lr", kConstantLr},
+      {"lr-warmup-samples", kUpdates},
+      {"lr-decay-samples", kUpdates},
       {"fp16", kNoScaling},
       {"loss-scale", kNoScaling},
       {"initial-loss-scale", kNoScaling},
@@ -208,6 +202,7 @@ int main(int argc, char** argv) {
     options.train_strategy_source = from_config.train_strategy_source;
     options.trainer_ranks = from_config.trainer_ranks;
     settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
+    if (!given(split.rest, "lr-decay-style")) args.lr_decay_style = "constant";  // verl's default: no decay unless asked for
     training::keep_freed_host_memory();  // Note [Host memory]
     std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train
     return rl::run_grpo(std::move(args), options, program);

@@ -22,6 +22,7 @@
 #include "settings/parallelism.h"
 #include "training/checkpointing.h"
 #include "training/heartbeat.h"
+#include "training/lr_schedule.h"
 #include "training/model_setup.h"
 #include "training/model_weights.h"
 #include "training/optimizer.h"
@@ -150,6 +151,7 @@ class GrpoRun {
   void build_trainer();
   void read_data();
   int64_t mini_batch_responses(int dp) const;
+  void plan_learning_rate();
   void log_start() const;
   void train();
   GrpoSettings step_settings(int64_t step) const;
@@ -172,6 +174,8 @@ class GrpoRun {
   RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
   int64_t mini_batch_responses_ = 0;  // per optimizer step on each rank (0: the whole batch)
+  std::unique_ptr<training::LearningRateSchedule> schedule_;  // over optimizer steps
+  int64_t updates_per_step_ = 1, updates_ = 0;                 // optimizer steps per GRPO step, taken so far
   RewardFunction reward_;
 };
 
@@ -224,6 +228,17 @@ void GrpoRun::read_data() {
                                 std::to_string(dp) + " data-parallel trainer ranks");
   }
   mini_batch_responses_ = mini_batch_responses(dp);
+  plan_learning_rate();
+}
+
+// Megatron's schedule over the optimizer steps (as Megatron's and ROLL's schedulers step with the
+// optimizer): with mini-batches several per GRPO step, --lr-decay-iters by default all of them.
+void GrpoRun::plan_learning_rate() {
+  const int64_t mine = options_.rollout_batch_size / setup_.mesh->data_parallel_size() * options_.group_size;
+  updates_per_step_ = options_.epochs * (mini_batch_responses_ > 0 ? mine / mini_batch_responses_ : 1);
+  settings::TrainingArguments over_updates = args_;
+  over_updates.train_iters = args_.train_iters * updates_per_step_;
+  schedule_ = std::make_unique<training::LearningRateSchedule>(over_updates, /*global_batch=*/1);
 }
 
 // Responses per optimizer step on each rank (0: the rank's whole batch), checked to divide it.
@@ -302,7 +317,13 @@ void GrpoRun::train() {
       prompts.push_back(prompts_[i].ids);
     }
     const auto start = Clock::now();
-    const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, engine(), reference_.get(), prompts, reward_, step_settings(step), mesh, trainers_);
+    updates_ = step * updates_per_step_;  // also where a resumed run left off
+    GrpoSettings settings = step_settings(step);
+    settings.before_step = [this] {
+      ++updates_;
+      training::set_learning_rate(*optimizer_, schedule_->at(updates_), schedule_->decoupled_at(updates_));
+    };
+    const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, engine(), reference_.get(), prompts, reward_, settings, mesh, trainers_);
     log_step(step, stats, std::chrono::duration<double>(Clock::now() - start).count());
     progress_.iteration = step + 1;
     progress_.consumed_train += options_.rollout_batch_size;
@@ -350,9 +371,10 @@ void GrpoRun::log_step(int64_t step, const GrpoStepStats& stats, double seconds)
   if (setup_.runtime->rank() != 0) return;
   const std::string chunks = stats.sync.chunks > 0 ? fmt::format(" in {} chunk(s)", stats.sync.chunks) : std::string();
   std::printf("grpo step %lld/%lld | reward %.4f | response length %.2f | kl %.5f | entropy %.4f | clip fraction %.4f | "
-              "policy loss %.5f | weight sync %.3f s, %s%s | %.2f s\n",
+              "policy loss %.5f | learning rate %.4E | weight sync %.3f s, %s%s | %.2f s\n",
               static_cast<long long>(step + 1), static_cast<long long>(args_.train_iters), stats.reward, stats.response_length,
-              stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss, stats.sync.seconds,
+              stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss, schedule_->at(updates_),
+              stats.sync.seconds,
               byte_size(stats.sync.bytes).c_str(), chunks.c_str(), seconds);
   std::fflush(stdout);
 }

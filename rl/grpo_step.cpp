@@ -96,6 +96,7 @@ ActorUpdateStats update_actor(models::LanguageModel& actor, torch::optim::Optimi
         const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
         parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
       }
+      if (s.before_step) s.before_step();
       optimizer.step();
       mean.policy_loss += one.policy_loss / updates;
       mean.kl += one.kl / updates;

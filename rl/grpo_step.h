@@ -47,6 +47,7 @@ struct GrpoSettings {
   // batch. Every rank of the mesh makes as many steps.
   int64_t mini_batch_size = 0;
   int64_t epochs = 1;
+  std::function<void()> before_step;  // called before each optimizer step (a learning-rate schedule)
   // The forwards' positions are padded to a multiple of this: with sequence parallelism the TP
   // size, which each sequence is split over inside the model.
   int64_t position_multiple = 1;

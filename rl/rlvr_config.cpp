@@ -76,6 +76,7 @@ struct Reader {
 
   void top_level();
   void training_args(const YAML::Node& node, const std::string& key);
+  std::string decay_style(const YAML::Node& node, const std::string& key) const;
   void actor_train(const YAML::Node& node, std::vector<int>& mapping);
   void actor_infer(const YAML::Node& node, const std::vector<int>& trainers);
   void reference(const YAML::Node& node, const std::vector<int>& trainers);
@@ -93,9 +94,17 @@ std::string Reader::strategy_name(const YAML::Node& strategy_args, const std::st
   return text(strategy_args["strategy_name"], key + ".strategy_name");
 }
 
+// Megatron's decay style for Hugging Face's lr_scheduler_type (the warmup is warmup_steps').
+std::string Reader::decay_style(const YAML::Node& node, const std::string& key) const {
+  const std::string type = text(node, key);
+  if (type == "constant" || type == "constant_with_warmup") return "constant";
+  if (type == "linear" || type == "cosine") return type;
+  fail(node, key, "expected constant, constant_with_warmup, linear or cosine (Megatron's decay styles), got '" + type + "'");
+}
+
 // actor_train.training_args (Hugging Face's TrainingArguments as ROLL reads them): each mini-batch
 // of per_device_train_batch_size x gradient_accumulation_steps (default 1) responses per rank is
-// one optimizer step.
+// one optimizer step; warmup_steps and lr_scheduler_type count those steps.
 void Reader::training_args(const YAML::Node& node, const std::string& key) {
   for (const auto& arg : node) {
     const std::string a = arg.first.Scalar(), akey = key + "." + a;
@@ -104,9 +113,10 @@ void Reader::training_args(const YAML::Node& node, const std::string& key) {
     else if (a == "per_device_train_batch_size") flag(arg.second, akey, "ppo-micro-batch-size");
     else if (a == "gradient_accumulation_steps") flag(arg.second, akey, "gradient-accumulation-steps");
     else if (a == "max_grad_norm") flag(arg.second, akey, "clip-grad");
-    else if (a == "warmup_steps") require(arg.second, akey, "0", "megacpp-grpo keeps the learning rate constant");
+    else if (a == "warmup_steps") flag(arg.second, akey, "lr-warmup-iters");
+    else if (a == "lr_scheduler_type") flag(arg.second, akey, "lr-decay-style", decay_style(arg.second, akey));
     else unknown(arg.first, akey, "learning_rate, weight_decay, per_device_train_batch_size, gradient_accumulation_steps, "
-                                  "max_grad_norm and warmup_steps (0)");
+                                  "max_grad_norm, warmup_steps and lr_scheduler_type");
   }
   if (node["per_device_train_batch_size"] && !node["gradient_accumulation_steps"]) {
     flag(node["per_device_train_batch_size"], key + ".per_device_train_batch_size", "gradient-accumulation-steps", "1");

@@ -58,7 +58,7 @@ TEST(GrpoProgram, TrainsWithTheRolloutColocatedOrOnARankOfItsOwnAndSavesTheActor
     const auto run = grpo(ranks, data + layout + " --train-iters 3 --save " + save + " --save-interval 2");
     ASSERT_EQ(run.status, 0) << run.output;
     const std::string step = R"(grpo step \d/3 \| reward [0-9.]+ \| response length [0-9.]+ \| kl -?[0-9.]+ \| entropy [0-9.]+ \| )"
-                             R"(clip fraction [0-9.]+ \| policy loss -?[0-9.]+ \| weight sync [0-9.]+ s, [0-9.]+ KiB)";
+                             R"(clip fraction [0-9.]+ \| policy loss -?[0-9.]+ \| learning rate 1\.0000E-03 \| weight sync [0-9.]+ s, [0-9.]+ KiB)";
     EXPECT_EQ(count_matches(run.output, step), 3) << run.output;
     EXPECT_EQ(count_matches(run.output, R"(grpo eval \| step [03] \| held-out exact-answer reward [0-9.]+ \(\d of 6 prompts, greedy\))"), 2)
         << run.output;
@@ -102,8 +102,8 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
        "--ppo-mini-batch-size (verl's) and --gradient-accumulation-steps (ROLL's) both size the mini-batch; give one"},
       {" --prompts " + prompts + " --micro-batch-size 4",
        "--micro-batch-size: not read by megacpp-grpo (responses per forward of the update: --ppo-micro-batch-size)"},
-      {" --prompts " + prompts + " --lr-decay-style=cosine",
-       "--lr-decay-style: not read by megacpp-grpo (megacpp-grpo steps at a constant --lr, as ROLL's warmup_steps 0)"},
+      {" --prompts " + prompts + " --loss-scale=1024",
+       "--loss-scale: not read by megacpp-grpo (megacpp-grpo does not scale the loss, which fp16 needs; use --bf16)"},
       {" --prompts " + prompts + " --data-path " + dir + "/corpus", "--data-path: not read by megacpp-grpo (the prompts are the data: --prompts)"},
   };
   for (const auto& [flags, message] : cases) {
@@ -131,6 +131,8 @@ actor_train:
     weight_decay: 0
     per_device_train_batch_size: 2
     gradient_accumulation_steps: 2
+    warmup_steps: 3
+    lr_scheduler_type: cosine
   strategy_args:
     strategy_name: fsdp2_train
     strategy_config:
@@ -161,7 +163,7 @@ reference:
 
 // The step lines without their timings.
 std::vector<std::string> step_figures(const std::string& output) {
-  const std::regex line(R"(grpo step \d+/\d+ \| reward [^\n]*\| policy loss -?[0-9.]+)");
+  const std::regex line(R"(grpo step \d+/\d+ \| reward [^\n]*\| learning rate [0-9.E+-]+)");
   std::vector<std::string> lines;
   for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) lines.push_back(it->str());
   return lines;
@@ -181,7 +183,8 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
                                                                        "    fsdp_size: 2\n    reshard_after_forward: true\n");
   const auto from_flags = grpo(3, prompts + " --seed 1234 --train-iters 3 --rollout-batch-size 4 --seq-length 16 --response-length 4 "
                                   "--num-return-sequences-in-group 4 --clip-ratio 0.2 --kl-coef 0.001 --kl-loss-type low_var_kl --lr 1e-3 "
-                                  "--weight-decay 0 --ppo-micro-batch-size 2 --gradient-accumulation-steps 2 --ppo-epochs 2 --use-torch-fsdp2 --fsdp2-config-path " + strategy +
+                                  "--weight-decay 0 --ppo-micro-batch-size 2 --gradient-accumulation-steps 2 --ppo-epochs 2 --lr-warmup-iters 3 "
+                                  "--lr-decay-style cosine --use-torch-fsdp2 --fsdp2-config-path " + strategy +
                                   " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1", kArchitecture);
   ASSERT_EQ(from_flags.status, 0) << from_flags.output;
   EXPECT_EQ(step_figures(from_yaml.output).size(), 3u) << from_yaml.output;
@@ -191,8 +194,8 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
     std::string find, replace, expected;
   };
   const std::vector<Edit> edits = {
-      {"    weight_decay: 0", "    weight_decay: 0\n    warmup_steps: 20",
-       "key 'actor_train.training_args.warmup_steps': must be 0 (megacpp-grpo keeps the learning rate constant)"},
+      {"lr_scheduler_type: cosine", "lr_scheduler_type: polynomial",
+       "key 'actor_train.training_args.lr_scheduler_type': expected constant, constant_with_warmup, linear or cosine"},
       {"adv_estimator: grpo", "adv_estimator: reinforce", "key 'adv_estimator': must be grpo"},
       {"kl_loss_coef: 0.001", "kl_loss_coef: 0.001\nuse_kl_loss: false", "key 'use_kl_loss': gives --kl-coef 0, another key gave it 0.001"},
       {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",
@@ -288,6 +291,31 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
     EXPECT_EQ(count_matches(run.output, R"(held-out exact-answer reward [0-9.]+ \(\d of 6 prompts)"), 2) << "each answer counted once\n" << run.output;
     expect_same_grpo_run(reference, expected_params, run, params, p.what);
   }
+}
+
+// Megatron's schedule over the optimizer steps: two per GRPO step (--ppo-epochs 2), so 8 in 4
+// steps; a warmup of 2, then a linear decay to --min-lr over the other 6. Each step line gives the
+// rate of its last update, and a run resumed at step 2 goes on where the schedule was. Without a
+// --lr-decay-style the rate stays --lr (the first test's lines).
+TEST(GrpoProgram, TheLearningRateFollowsMegatronsScheduleOverOptimizerSteps) {
+  const std::string dir = testing::scratch_dir();
+  const std::string flags = " --prompts " + write_prompts(dir, "train.jsonl", 8) + " --rollout-batch-size 2 --response-length 2 --ppo-epochs 2"
+                            " --lr 1e-3 --min-lr 1e-4 --lr-warmup-iters 2 --lr-decay-style linear --save " + dir + "/ckpt";
+  const auto run = grpo(1, flags + " --train-iters 4");
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::vector<std::string> rates = {"1.0000E-03", "7.0000E-04", "4.0000E-04", "1.0000E-04"};
+  for (size_t i = 0; i < rates.size(); ++i) {
+    EXPECT_EQ(count_matches(run.output, "grpo step " + std::to_string(i + 1) + R"(/4 \|[^\n]*\| learning rate )" + rates[i]), 1)
+        << "step " << i + 1 << "\n" << run.output;
+  }
+  const auto first = grpo(1, flags + "2 --train-iters 2 --save-interval 2");
+  ASSERT_EQ(first.status, 0) << first.output;
+  const auto resumed = grpo(1, flags + "2 --train-iters 4 --load " + dir + "/ckpt2");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_EQ(count_matches(resumed.output, R"(grpo step 3/4 \|[^\n]*\| learning rate 4\.0000E-04)"), 1) << resumed.output;
+  const auto refused = grpo(1, flags + " --train-iters 4 --lr-warmup-samples 8");
+  EXPECT_NE(refused.output.find("--lr-warmup-samples: not read by megacpp-grpo (its schedule counts optimizer steps"), std::string::npos)
+      << refused.output;
 }
 
 // A rollout worker that never joins (stopped before its rendezvous) is named by megacpp-run with
