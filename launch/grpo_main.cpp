@@ -169,7 +169,7 @@ void add_rlvr_config(launch::SplitCommandLine& split, rl::GrpoOptions& options, 
       continue;
     }
     split.rest.push_back(storage.emplace_back("--" + name).c_str());
-    if (name != "use-torch-fsdp2") split.rest.push_back(storage.emplace_back(value).c_str());
+    if (!value.empty()) split.rest.push_back(storage.emplace_back(value).c_str());  // "" for a switch
   }
   if (!config.train_strategy_yaml.empty() && given(split.rest, "fsdp2-config-path")) {
     throw std::invalid_argument("--fsdp2-config-path and actor_train.strategy_args in " + path + " both give the FSDP2 config; keep one");

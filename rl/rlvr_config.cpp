@@ -1,9 +1,11 @@
 #include "rl/rlvr_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -76,6 +78,8 @@ struct Reader {
 
   void top_level();
   void training_args(const YAML::Node& node, const std::string& key);
+  void megatron_strategy(const YAML::Node& config, const std::string& key);
+  void megatron_reference(const YAML::Node& strategy_args, const std::string& key, const YAML::Node& trained) const;
   std::string decay_style(const YAML::Node& node, const std::string& key) const;
   void actor_train(const YAML::Node& node, std::vector<int>& mapping);
   void actor_infer(const YAML::Node& node, const std::vector<int>& trainers);
@@ -92,6 +96,68 @@ std::string emitted(const YAML::Node& node) {
 std::string Reader::strategy_name(const YAML::Node& strategy_args, const std::string& key) const {
   if (!strategy_args.IsMap() || !strategy_args["strategy_name"]) fail(strategy_args, key, "expected {strategy_name, strategy_config}");
   return text(strategy_args["strategy_name"], key + ".strategy_name");
+}
+
+// Megatron's strategy_config keys that megacpp-train reads as the Megatron flags of the same
+// names, each value checked there as in a Megatron script (Note [Megatron flags]).
+const std::set<std::string>& megatron_strategy_keys() {
+  static const std::set<std::string> keys = {
+      "tensor_model_parallel_size", "sequence_parallel", "context_parallel_size", "pipeline_model_parallel_size",
+      "virtual_pipeline_model_parallel_size", "expert_model_parallel_size", "use_distributed_optimizer", "recompute_granularity",
+      "recompute_method", "recompute_num_layers", "use_flash_attn", "overlap_grad_reduce", "overlap_param_gather", "moe_grouped_gemm",
+      "moe_token_dispatcher_type"};
+  return keys;
+}
+
+// actor_train's megatron_train strategy_config: each key as the Megatron flag (true: the switch;
+// false and null: not given), expert_tensor_parallel_size 1.
+void Reader::megatron_strategy(const YAML::Node& config, const std::string& key) {
+  for (const auto& item : config) {
+    const std::string name = item.first.Scalar(), ckey = key + "." + name;
+    const YAML::Node& v = item.second;
+    if (name == "expert_tensor_parallel_size") {
+      require(v, ckey, "1", "megacpp has no expert tensor parallelism: experts stay whole on each TP rank");
+      continue;
+    }
+    if (megatron_strategy_keys().count(name) == 0) {
+      std::string known;
+      for (const auto& k : megatron_strategy_keys()) known += (known.empty() ? "" : ", ") + k;
+      unknown(item.first, ckey, known + " and expert_tensor_parallel_size (1)");
+    }
+    if (v.IsNull()) continue;
+    std::string flag_name = name;
+    std::replace(flag_name.begin(), flag_name.end(), '_', '-');
+    const std::string value = text(v, ckey);
+    if (value == "false") continue;
+    flag(v, ckey, flag_name, value == "true" ? "" : value);
+  }
+}
+
+// Beside actor_train's megatron_train, the reference's megatron_infer: megacpp-grpo splits it as
+// the actor, so its parallel sizes must be the actor's (absent: 1); its other keys are the
+// actor's to give.
+void Reader::megatron_reference(const YAML::Node& strategy_args, const std::string& key, const YAML::Node& trained) const {
+  const std::string strategy = strategy_name(strategy_args, key);
+  if (strategy != "megatron_infer") {
+    fail(strategy_args, key + ".strategy_name", "beside actor_train's megatron_train the reference runs megatron_infer, got '" + strategy + "'");
+  }
+  const YAML::Node config = strategy_args["strategy_config"];
+  auto size = [&](const YAML::Node& node, const std::string& name) {
+    return node && node[name] && !node[name].IsNull() ? text(node[name], key + ".strategy_config." + name) : std::string("1");
+  };
+  for (const auto& item : config) {
+    const std::string name = item.first.Scalar();
+    if (megatron_strategy_keys().count(name) == 0 && name != "expert_tensor_parallel_size") {
+      unknown(item.first, key + ".strategy_config." + name, "actor_train's strategy_config keys");
+    }
+  }
+  for (const char* name : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+                           "expert_tensor_parallel_size", "context_parallel_size"}) {
+    if (size(config, name) != size(trained, name)) {
+      fail(config && config[name] ? config[name] : strategy_args, key + ".strategy_config." + name,
+           "is " + size(config, name) + ", actor_train's " + size(trained, name) + ": megacpp-grpo splits the reference as the actor");
+    }
+  }
 }
 
 // Megatron's decay style for Hugging Face's lr_scheduler_type (the warmup is warmup_steps').
@@ -169,6 +235,7 @@ void Reader::top_level() {
 
 void Reader::actor_train(const YAML::Node& node, std::vector<int>& mapping) {
   YAML::Node document;
+  bool megatron = false;
   for (const auto& item : node) {
     const std::string key = "actor_train." + item.first.Scalar(), name = item.first.Scalar();
     const YAML::Node& v = item.second;
@@ -176,9 +243,16 @@ void Reader::actor_train(const YAML::Node& node, std::vector<int>& mapping) {
       document["model_args"] = v;
     } else if (name == "strategy_args") {
       const std::string strategy = strategy_name(v, key);
-      if (strategy != "fsdp2_train") fail(v, key + ".strategy_name", "megacpp trains with fsdp2_train, got '" + strategy + "'");
+      if (strategy == "megatron_train") {
+        megatron_strategy(v["strategy_config"], key + ".strategy_config");
+        megatron = true;
+        continue;
+      }
+      if (strategy != "fsdp2_train") {
+        fail(v, key + ".strategy_name", "megacpp trains with fsdp2_train or megatron_train, got '" + strategy + "'");
+      }
       document["strategy_args"] = v;
-      flag(v, key, "use-torch-fsdp2", "true");
+      flag(v, key, "use-torch-fsdp2", "");
     } else if (name == "training_args") {
       training_args(v, key);
     } else if (name == "device_mapping") {
@@ -192,6 +266,10 @@ void Reader::actor_train(const YAML::Node& node, std::vector<int>& mapping) {
     } else {
       unknown(item.first, key, "model_args, strategy_args, training_args, device_mapping and infer_batch_size");
     }
+  }
+  if (megatron && document["model_args"]) {  // read as beside an FSDP2 strategy that sets nothing
+    document["strategy_args"]["strategy_name"] = "fsdp2_train";
+    document["strategy_args"]["strategy_config"] = YAML::Node(YAML::NodeType::Map);
   }
   if (document["strategy_args"]) config.train_strategy_yaml = emitted(document);
 }
@@ -245,8 +323,13 @@ void Reader::reference(const YAML::Node& node, const std::vector<int>& trainers)
     const YAML::Node& v = item.second;
     if (name == "strategy_args") {
       const std::string strategy = strategy_name(v, key);
+      const YAML::Node trained = train["strategy_args"];
+      if (trained && trained["strategy_name"] && trained["strategy_name"].Scalar() == "megatron_train") {
+        megatron_reference(v, key, trained["strategy_config"]);
+        continue;
+      }
       if (strategy != "fsdp2_infer") fail(v, key + ".strategy_name", "the reference runs fsdp2_infer, got '" + strategy + "'");
-      if (emitted(v["strategy_config"]) != emitted(train["strategy_args"]["strategy_config"])) {
+      if (emitted(v["strategy_config"]) != emitted(trained["strategy_config"])) {
         fail(v, key + ".strategy_config", "differs from actor_train's: megacpp-grpo shards the reference as the actor, on its ranks");
       }
     } else if (name == "model_args") {

@@ -2,7 +2,9 @@
 // become the flags they mean (max_steps -> --train-iters, actor_train.training_args.learning_rate
 // -> --lr, actor_infer.generating_args.top_p -> --top-p, ...), and actor_train's model_args and
 // strategy_args (strategy_name fsdp2_train) are its FSDP2 config, read as --fsdp2-config-path
-// reads ROLL's layout. device_mapping places the workers: actor_infer on actor_train's ranks is
+// reads ROLL's layout; with strategy_name megatron_train its strategy_config keys are Megatron's
+// flags of the same names (tensor_model_parallel_size, sequence_parallel, recompute_*, ...),
+// checked as in a Megatron script, and the reference's megatron_infer must split as the actor. device_mapping places the workers: actor_infer on actor_train's ranks is
 // colocated, on the ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the
 // actor's ranks and strategy_config. ${key} takes a top-level key's value, as OmegaConf does. A
 // key megacpp does not read, or a setting it cannot honour (an advantage estimator other than
@@ -15,7 +17,7 @@
 namespace megacpp::rl {
 
 struct RlvrConfig {
-  // (flag without dashes, value) in file order; a switch has the value "true".
+  // (flag without dashes, value) in file order; a switch has the value "" (empty).
   std::vector<std::pair<std::string, std::string>> flags;
   std::string train_strategy_yaml;  // actor_train's {model_args, strategy_args}: an fsdp2 config ("" when absent)
   std::string source;               // "FILE (actor_train)", for the FSDP2 reader's errors

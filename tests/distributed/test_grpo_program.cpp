@@ -3,9 +3,10 @@
 // trainer ranks, it logs the held-out evaluation before and after and one line per step, saves
 // the actor where megacpp-train's --load reads it, and a saved run resumes at its iteration; bad
 // input (and megacpp-train's flags that mean nothing to it) is refused naming the flag, file and
-// line, with nothing saved; ROLL's RLVR YAML runs as the flags it
-// means; beside tensor parallelism a run takes the steps of its data-parallel layout without TP;
-// a rollout worker that never joins is named within the hang timeout.
+// line, with nothing saved; beside tensor parallelism a run takes the steps of its data-parallel
+// layout without TP; the learning rate follows Megatron's schedule over the optimizer steps; a
+// rollout worker that never joins is named within the hang timeout. (ROLL's YAML:
+// test_grpo_rlvr_config.cpp.)
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -20,38 +21,21 @@
 
 #include "tests/support/command.h"
 #include "tests/support/distributed_test.h"
+#include "tests/support/grpo_runs.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
 namespace {
 
-const std::string kArchitecture =
-    " --model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48"
-    " --tokenizer-type ByteLevelTokenizer --max-position-embeddings 16";
-const std::string kModel = kArchitecture + " --seq-length 16 --seed 3";
-
-std::string write_prompts(const std::string& dir, const std::string& name, int count) {
-  std::string lines;
-  for (int i = 0; i < count; ++i) {
-    lines += "{\"prompt\": \"" + std::to_string(i % 7) + "+" + std::to_string(i % 5) + "=\", \"answer\": \"" + std::to_string(i % 7 + i % 5) +
-             "\"}\n";
-  }
-  return testing::write_file(dir, name, lines);
-}
-
-testing::CommandResult grpo(int ranks, const std::string& flags, const std::string& model = kModel) {
-  return testing::run_command(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) + " --master-port 0 " +
-                              MEGACPP_GRPO_BINARY + model + " " + flags);
-}
-
-int count_matches(const std::string& text, const std::string& pattern) {
-  const std::regex re(pattern);
-  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
-}
+using testing::count_matches;
+using testing::grpo;
+using testing::kGrpoArchitecture;
+using testing::kGrpoModel;
+using testing::write_sum_prompts;
 
 TEST(GrpoProgram, TrainsWithTheRolloutColocatedOrOnARankOfItsOwnAndSavesTheActor) {
   const std::string dir = testing::scratch_dir();
-  const std::string data = " --prompts " + write_prompts(dir, "train.jsonl", 20) + " --eval-prompts " + write_prompts(dir, "eval.jsonl", 6) +
+  const std::string data = " --prompts " + write_sum_prompts(dir, "train.jsonl", 20) + " --eval-prompts " + write_sum_prompts(dir, "eval.jsonl", 6) +
                            " --rollout-batch-size 4 --num-return-sequences-in-group 4 --response-length 3 --lr 1e-3";
   for (const auto& [ranks, layout] : {std::pair<int, std::string>{2, " --async-save"}, {3, " --rollout-ranks 1"}}) {
     const std::string save = dir + "/actor" + std::to_string(ranks);
@@ -75,14 +59,14 @@ TEST(GrpoProgram, TrainsWithTheRolloutColocatedOrOnARankOfItsOwnAndSavesTheActor
     EXPECT_EQ(count_matches(resumed.output, R"(grpo step [1-3]/4 )"), 0) << resumed.output;
     EXPECT_EQ(testing::read_file(save + "/latest_checkpointed_iteration.txt"), "4");
   }
-  const auto loaded = testing::train(1, kModel + " --mock-data --micro-batch-size 2 --global-batch-size 2 --train-iters 4 --eval-iters 0 "
+  const auto loaded = testing::train(1, kGrpoModel + " --mock-data --micro-batch-size 2 --global-batch-size 2 --train-iters 4 --eval-iters 0 "
                                      "--lr 1e-3 --log-interval 1 --load " + dir + "/actor3");
   EXPECT_EQ(loaded.result.status, 0) << "megacpp-train reads the actor's checkpoint\n" << loaded.result.output;
 }
 
 TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
   const std::string dir = testing::scratch_dir();
-  const std::string prompts = write_prompts(dir, "train.jsonl", 8);
+  const std::string prompts = write_sum_prompts(dir, "train.jsonl", 8);
   const std::string bad_line = testing::write_file(dir, "bad.jsonl", "{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n{\"prompt\": \"2+2=\"}\n");
   const std::string too_long = testing::write_file(dir, "long.jsonl", "{\"prompt\": \"1+1+1+1+1+1+1=\", \"answer\": \"7\"}\n");
   const std::string common = " --rollout-batch-size 4 --response-length 3 --train-iters 2 --save " + dir + "/never";
@@ -112,109 +96,6 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
     EXPECT_NE(run.output.find(message), std::string::npos) << flags << "\n" << run.output;
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/never/latest_checkpointed_iteration.txt")) << "nothing saved";
-}
-
-const std::string kRlvrYaml = R"(seed: 1234
-max_steps: 3
-rollout_batch_size: 4
-prompt_length: 12
-response_length: 4
-num_return_sequences_in_group: 4
-ppo_epochs: 2
-adv_estimator: grpo
-pg_clip: 0.2
-kl_loss_coef: 0.001
-kl_loss_type: low_var_kl
-actor_train:
-  training_args:
-    learning_rate: 1.0e-3
-    weight_decay: 0
-    per_device_train_batch_size: 2
-    gradient_accumulation_steps: 2
-    warmup_steps: 3
-    lr_scheduler_type: cosine
-  strategy_args:
-    strategy_name: fsdp2_train
-    strategy_config:
-      fsdp_size: 2
-      reshard_after_forward: true
-  device_mapping: list(range(0,2))
-  infer_batch_size: 4
-actor_infer:
-  generating_args:
-    max_new_tokens: ${response_length}
-    top_p: 0.99
-    top_k: 100
-    num_beams: 1
-    temperature: 0.99
-    num_return_sequences: ${num_return_sequences_in_group}
-  strategy_args:
-    strategy_name: hf_infer
-  device_mapping: "[2]"
-reference:
-  strategy_args:
-    strategy_name: fsdp2_infer
-    strategy_config:
-      fsdp_size: 2
-      reshard_after_forward: true
-  device_mapping: list(range(0,2))
-  infer_batch_size: 4
-)";
-
-// The step lines without their timings.
-std::vector<std::string> step_figures(const std::string& output) {
-  const std::regex line(R"(grpo step \d+/\d+ \| reward [^\n]*\| learning rate [0-9.E+-]+)");
-  std::vector<std::string> lines;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) lines.push_back(it->str());
-  return lines;
-}
-
-TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
-  // Weights drawn wide, so that each step's entropy depends on what was sampled: a setting read
-  // wrongly changes the figures.
-  const std::string kArchitecture = megacpp::kArchitecture + " --init-method-std 0.5";
-  const std::string dir = testing::scratch_dir();
-  const std::string prompts = " --prompts " + write_prompts(dir, "train.jsonl", 20);
-  const std::string yaml = testing::write_file(dir, "rlvr.yaml", kRlvrYaml);
-  const auto from_yaml = grpo(3, prompts + " --rl-config-path " + yaml, kArchitecture);
-  ASSERT_EQ(from_yaml.status, 0) << from_yaml.output;
-  EXPECT_NE(from_yaml.output.find("trainer FSDP (fsdp=2) on 2 rank(s), rollout on rank(s) 2"), std::string::npos) << from_yaml.output;
-  const std::string strategy = testing::write_file(dir, "fsdp2.yaml", "strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n"
-                                                                       "    fsdp_size: 2\n    reshard_after_forward: true\n");
-  const auto from_flags = grpo(3, prompts + " --seed 1234 --train-iters 3 --rollout-batch-size 4 --seq-length 16 --response-length 4 "
-                                  "--num-return-sequences-in-group 4 --clip-ratio 0.2 --kl-coef 0.001 --kl-loss-type low_var_kl --lr 1e-3 "
-                                  "--weight-decay 0 --ppo-micro-batch-size 2 --gradient-accumulation-steps 2 --ppo-epochs 2 --lr-warmup-iters 3 "
-                                  "--lr-decay-style cosine --use-torch-fsdp2 --fsdp2-config-path " + strategy +
-                                  " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1", kArchitecture);
-  ASSERT_EQ(from_flags.status, 0) << from_flags.output;
-  EXPECT_EQ(step_figures(from_yaml.output).size(), 3u) << from_yaml.output;
-  EXPECT_EQ(step_figures(from_yaml.output), step_figures(from_flags.output));
-
-  struct Edit {
-    std::string find, replace, expected;
-  };
-  const std::vector<Edit> edits = {
-      {"lr_scheduler_type: cosine", "lr_scheduler_type: polynomial",
-       "key 'actor_train.training_args.lr_scheduler_type': expected constant, constant_with_warmup, linear or cosine"},
-      {"adv_estimator: grpo", "adv_estimator: reinforce", "key 'adv_estimator': must be grpo"},
-      {"kl_loss_coef: 0.001", "kl_loss_coef: 0.001\nuse_kl_loss: false", "key 'use_kl_loss': gives --kl-coef 0, another key gave it 0.001"},
-      {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",
-       "key 'actor_infer.strategy_args.strategy_config': megacpp generates with its own engine"},
-      {"  device_mapping: \"[2]\"", "  device_mapping: \"[3]\"",
-       "key 'actor_infer.device_mapping': the rollout shares actor_train's ranks (colocated) or takes the ranks right after them"},
-      {"kl_loss_type: low_var_kl", "kl_loss_type: low_var_kl\nreward_clip: 10", "key 'reward_clip': not read by megacpp-grpo (it reads seed"},
-  };
-  for (size_t i = 0; i < edits.size(); ++i) {
-    std::string text = kRlvrYaml;
-    text.replace(text.find(edits[i].find), edits[i].find.size(), edits[i].replace);
-    const std::string bad = testing::write_file(dir, "bad" + std::to_string(i) + ".yaml", text);
-    const auto run = grpo(3, prompts + " --rl-config-path " + bad, kArchitecture);
-    EXPECT_NE(run.status, 0) << text;
-    EXPECT_NE(run.output.find(bad + ":"), std::string::npos) << "names the file and line\n" << run.output;
-    EXPECT_NE(run.output.find(edits[i].expected), std::string::npos) << text << "\n" << run.output;
-  }
-  const auto twice = grpo(3, prompts + " --rl-config-path " + yaml + " --lr 1e-2", kArchitecture);
-  EXPECT_NE(twice.output.find("--lr is given on the command line and by " + yaml + "; keep one"), std::string::npos) << twice.output;
 }
 
 // Each number of each step line and of the evaluations (timings and sync sizes left out), with
@@ -299,7 +180,7 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
 // --lr-decay-style the rate stays --lr (the first test's lines).
 TEST(GrpoProgram, TheLearningRateFollowsMegatronsScheduleOverOptimizerSteps) {
   const std::string dir = testing::scratch_dir();
-  const std::string flags = " --prompts " + write_prompts(dir, "train.jsonl", 8) + " --rollout-batch-size 2 --response-length 2 --ppo-epochs 2"
+  const std::string flags = " --prompts " + write_sum_prompts(dir, "train.jsonl", 8) + " --rollout-batch-size 2 --response-length 2 --ppo-epochs 2"
                             " --lr 1e-3 --min-lr 1e-4 --lr-warmup-iters 2 --lr-decay-style linear --save " + dir + "/ckpt";
   const auto run = grpo(1, flags + " --train-iters 4");
   ASSERT_EQ(run.status, 0) << run.output;
@@ -324,7 +205,7 @@ TEST(GrpoProgram, ARolloutWorkerThatNeverJoinsIsNamedWithinTheHangTimeout) {
   const std::string dir = testing::scratch_dir();
   std::vector<std::string> argv{MEGACPP_RUN_BINARY, "--nproc-per-node", "3", "--master-port", "0", "--hang-timeout-seconds", "4",
                                 MEGACPP_GRPO_BINARY};
-  std::istringstream words(kModel + " --prompts " + write_prompts(dir, "train.jsonl", 8) + " --rollout-ranks 1 --train-iters 2 --response-length 3");
+  std::istringstream words(kGrpoModel + " --prompts " + write_sum_prompts(dir, "train.jsonl", 8) + " --rollout-ranks 1 --train-iters 2 --response-length 3");
   for (std::string w; words >> w;) argv.push_back(w);
   testing::StreamingProcess job(argv);
   pid_t worker = -1;
