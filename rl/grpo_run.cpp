@@ -62,7 +62,6 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
            std::to_string(o.response_length));
   }
   if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
-  if (args.lora.rank > 0) refuse("--lora-rank: the rollout would need the adapters merged into its weights, which megacpp-grpo does not do yet");
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
 }
 

@@ -8,8 +8,6 @@
 #include <torch/torch.h>
 
 #include "parallel/collectives.h"
-#include "parallel/fsdp/fsdp_param.h"
-#include "parallel/fsdp/fully_shard.h"
 #include "parallel/object_collectives.h"
 
 namespace megacpp::rl {
@@ -19,11 +17,6 @@ constexpr int64_t kAlignment = 8;
 
 int64_t round_up(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t chunk_capacity(const WeightBroadcastOptions& options) { return std::max(kAlignment, options.chunk_bytes / kAlignment * kAlignment); }
-
-// What the sender's gather yields: FSDP2's shards are fp32, an unsharded parameter is sent as it is.
-c10::ScalarType sent_dtype(const at::Tensor& param) {
-  return parallel::fsdp::find_fsdp_param(param) ? c10::kFloat : param.scalar_type();
-}
 
 void lay_out(std::vector<SentParameter>& stream) {
   int64_t offset = 0;
@@ -35,12 +28,12 @@ void lay_out(std::vector<SentParameter>& stream) {
 
 int64_t stream_bytes(const std::vector<SentParameter>& stream) { return stream.empty() ? 0 : stream.back().offset + stream.back().bytes(); }
 
+// The weights the rollout takes (rl::rollout_weights: LoRA's adapters merged), a line each.
 std::string encode(torch::nn::Module& trainer) {
   std::ostringstream text;
-  for (const auto& item : trainer.named_parameters(/*recurse=*/true)) {
-    text << item.key() << '\t' << c10::toString(sent_dtype(item.value())) << '\t';
-    const std::vector<int64_t> shape = parallel::fsdp::full_shape(item.value());
-    for (size_t d = 0; d < shape.size(); ++d) text << (d ? "," : "") << shape[d];
+  for (const RolloutWeight& w : rollout_weights(trainer)) {
+    text << w.name << '\t' << c10::toString(w.dtype) << '\t';
+    for (size_t d = 0; d < w.shape.size(); ++d) text << (d ? "," : "") << w.shape[d];
     text << '\n';
   }
   return text.str();
@@ -212,7 +205,7 @@ WeightSyncStats WeightSender::send() {
   ChunkedStream chunks(groups_.sync, stream_bytes(stream_), chunk_capacity(options_), options_.device);
   std::string failure, parameter;
   size_t i = 0;
-  for_each_full_parameter(trainer_, stats, [&](const std::string& name, const at::Tensor& full) {
+  for_each_rollout_weight(trainer_, stats, [&](const std::string& name, const at::Tensor& full) {
     stats.bytes += full.numel() * static_cast<int64_t>(full.element_size());
     if (!sender || !failure.empty()) return;
     const SentParameter& sent = stream_.at(i++);

@@ -128,7 +128,8 @@ void expect_same_grpo_run(const testing::CommandResult& reference, const std::st
 
 // megacpp-grpo beside tensor parallelism (Megatron's TP for the actor, a whole rollout copy): the
 // same step and evaluation figures and final parameters as the layout without it — TP 2 as one
-// rank, TP 2 + SP x FSDP 2 as FSDP 2, and TP 2 trainers beside a rollout rank as one trainer.
+// rank, TP 2 + SP x FSDP 2 as FSDP 2, TP 2 trainers beside a rollout rank as one trainer, and so
+// with LoRA adapters (merged into the rollout's weights).
 // Numbers as tokens (NullTokenizer, 8 of them, the vocabulary padded to 128 rows on both sides)
 // and one-token answers, so that some responses are rewarded from the first step; Adam's epsilon
 // far above the gradients makes its step scale with them (as SGD's), so that round-off is not
@@ -150,6 +151,7 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
                            " --rollout-batch-size 8 --num-return-sequences-in-group 8 --response-length 1 --lr 1 --adam-eps 1"
                            " --train-iters 3";
   const std::string tp = " --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64";
+  const std::string lora = " --lora-rank 4 --lora-alpha 8 --lora-target-modules all-linear";
   struct Pair {
     int reference_ranks;
     std::string reference;
@@ -160,6 +162,7 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
       {1, "", 2, tp, "TP 2 against 1 rank"},
       {2, " --use-torch-fsdp2", 4, tp + " --sequence-parallel", "TP 2 + SP x FSDP 2 against FSDP 2"},
       {2, " --rollout-ranks 1", 3, tp + " --rollout-ranks 1", "TP 2 trainers against 1 beside a rollout rank"},
+      {2, lora + " --rollout-ranks 1", 3, tp + lora + " --rollout-ranks 1", "LoRA at TP 2 against 1 trainer, beside a rollout rank"},
   };
   for (size_t i = 0; i < pairs.size(); ++i) {
     const Pair& p = pairs[i];

@@ -4,7 +4,7 @@
 // bit (cast to its dtype), the chunks cut parameters anywhere; a worker of another shape is refused
 // on every rank naming the worker and the parameter; the sender's memory grows by at most one
 // layer and one chunk; a worker killed mid-sync fails every trainer rank with the workers named,
-// long before the timeout.
+// long before the timeout; a LoRA trainer's adapters reach the workers merged into their weights.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "rl/weight_broadcast.h"
+#include "rl/weight_sync.h"
 #include "training/host_caching_allocator.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
@@ -100,6 +101,45 @@ TEST(WeightBroadcast, WorkersHoldTheTrainersGatheredWeightsBitForBitAfterEverySt
     }
     sync();
     expect_workers_hold_the_trained_weights(job, "after a training step");
+  });
+}
+
+// A trainer with LoRA adapters (FSDP 2) and a worker without: the handshake names the adapted
+// weights only, and after a training step the worker holds what a colocated sync gives, each
+// adapter merged into its weight.
+TEST(WeightBroadcast, WorkersTakeLoraAdaptersMergedIntoTheirWeights) {
+  testing::run_on_ranks(3, [](parallel::DistributedRuntime& rt) {
+    const models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/false);
+    const auto fp32 = torch::TensorOptions().dtype(torch::kFloat);
+    auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1));
+    const rl::RolloutGroups groups = rl::split_rollout_ranks(rt, 2, kSyncTimeout);
+    auto model = std::make_shared<models::LlamaModel>(config, fp32);
+    models::LlamaModel merged(config, fp32);  // a trainer's colocated copy
+    std::unique_ptr<rl::WeightSender> sender;
+    std::unique_ptr<rl::WeightReceiver> receiver;
+    if (groups.is_trainer()) {
+      models::ParallelizeSettings settings;
+      settings.lora = {4, 8.0, 0.0, {"q_proj", "down_proj"}};
+      settings.initialize = [&] { model->init_weights(0.2, 7); };
+      models::parallelize(*model, mesh, settings);
+      sender = std::make_unique<rl::WeightSender>(*model, groups);
+      torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(0.05));
+      (*model)(torch::randint(50, {2, 9}, torch::TensorOptions().dtype(torch::kLong))).pow(2).mean().backward();
+      optimizer.step();
+      sender->send();
+      rl::sync_colocated_weights(*model, merged);
+    } else {
+      model->init_weights(0.2, 11);
+      receiver = std::make_unique<rl::WeightReceiver>(*model, groups);
+      receiver->receive();
+    }
+    if (!groups.sync.contains_me()) return;
+    torch::NoGradGuard no_grad;
+    for (const auto& item : merged.named_parameters()) {
+      at::Tensor sent = item.value().clone();
+      parallel::broadcast(groups.sync, sent, 0).wait();
+      if (groups.is_worker()) EXPECT_TRUE(torch::equal(model->named_parameters()[item.key()], sent)) << item.key();
+    }
   });
 }
 

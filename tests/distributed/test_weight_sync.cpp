@@ -1,7 +1,8 @@
 // rl::sync_colocated_weights (Note [Weight sync]): a Llama sharded by FSDP2 on 2 ranks loads its
 // full weights into each rank's unsharded rollout copy; the copy equals the gathered weights
 // bit for bit, before and after a training step, and then generates the trainer's logits; a
-// rollout model of another shape is refused naming the parameter, with nothing copied.
+// rollout model of another shape is refused naming the parameter, with nothing copied. A LoRA
+// trainer's adapters reach the rollout merged into their weights (beside TP 2).
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -10,6 +11,7 @@
 #include "models/parallelize.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/tensor_parallel.h"
 #include "rl/weight_sync.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
@@ -70,6 +72,40 @@ TEST(WeightSync, RolloutCopyEqualsTheGatheredWeightsAfterEveryStep) {
                 std::string::npos) << e.what();
     }
     EXPECT_TRUE(torch::equal(before, wrong.named_parameters()["embed_tokens.weight"])) << "nothing copied";
+  });
+}
+
+// With LoRA (verl's LoRA actor beside a rollout without adapters): each adapted weight reaches the
+// rollout with its adapter merged in, W + lora_B lora_A x alpha / rank, and the adapters do not;
+// the rollout then gives the trainer's logits. Here beside TP 2, whose adapters are split too.
+TEST(WeightSync, LoraAdaptersReachTheRolloutMergedIntoTheirWeights) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    const models::LlamaConfig config = testing::tiny_llama(/*tied=*/false, /*qwen3=*/true);
+    const auto fp32 = torch::TensorOptions().dtype(torch::kFloat);
+    auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, 1, "sharding_size", "ulysses_size", 2));
+    auto trainer = std::make_shared<models::LlamaModel>(config, fp32);
+    models::ParallelizeSettings settings;
+    settings.lora = {4, 8.0, 0.0, {"all-linear"}};
+    settings.initialize = [&] { trainer->init_weights(0.2, 7); };
+    models::parallelize(*trainer, mesh, settings);
+    torch::optim::AdamW optimizer(trainer->parameters(), torch::optim::AdamWOptions(0.05));
+    torch::manual_seed(3);  // the same ids on both ranks of the TP group
+    const at::Tensor ids = torch::randint(50, {2, 9}, torch::TensorOptions().dtype(torch::kLong));
+    (*trainer)(ids).pow(2).mean().backward();  // lora_B leaves zero: the adapters now change the weights
+    parallel::all_reduce_partial_gradients(trainer->parameters(), torch::kCPU);
+    optimizer.step();
+    models::LlamaModel rollout(config, fp32);
+    rl::sync_colocated_weights(*trainer, rollout);
+
+    const auto full = parallel::fsdp::gather_full_parameters(*trainer);  // collective
+    const std::string q = "layers.1.self_attn.q_proj.";
+    const at::Tensor adapter = full.at(q + "lora_B.weight").matmul(full.at(q + "lora_A.weight")) * (8.0 / 4);
+    EXPECT_GT(adapter.abs().max().item<double>(), 0.0);
+    EXPECT_TRUE(torch::allclose(rollout.named_parameters()[q + "weight"], full.at(q + "weight") + adapter, 1e-6, 1e-7));
+    EXPECT_TRUE(torch::equal(rollout.named_parameters()["norm.weight"], full.at("norm.weight")));
+    EXPECT_EQ(rollout.named_parameters().find(q + "lora_A.weight"), nullptr);
+    torch::NoGradGuard no_grad;
+    EXPECT_LE(((*trainer)(ids) - rollout(ids)).abs().max().item<double>(), 1e-5);
   });
 }
 
