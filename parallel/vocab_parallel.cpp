@@ -58,6 +58,19 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
 thread_local const Group* model_vocab_group = nullptr;
 
+// `group` is the thread's vocabulary group while one lives; the one before it after, also when the
+// forward it spans throws.
+class VocabGroupScope {
+ public:
+  explicit VocabGroupScope(const Group* group) : before_(model_vocab_group) { model_vocab_group = group; }
+  ~VocabGroupScope() { model_vocab_group = before_; }
+  VocabGroupScope(const VocabGroupScope&) = delete;
+  VocabGroupScope& operator=(const VocabGroupScope&) = delete;
+
+ private:
+  const Group* before_;
+};
+
 }  // namespace
 
 void split_vocab_embedding(Module& embedding, const std::string& slot, const Group& group, bool scatter_sequence) {
@@ -85,12 +98,11 @@ void split_vocab_embedding(Module& embedding, const std::string& slot, const Gro
 
 void split_model_vocabulary(Module& model, const Group& group) {
   auto held = std::make_shared<Group>(group);
-  model.add_pre_hook([held](Module&, const Module::Tensors& inputs) {
-    model_vocab_group = held.get();
-    return inputs;
+  model.add_forward_wrapper([held](const Module::Forward& forward, const Module::Tensors& inputs) {
+    const VocabGroupScope scope(held.get());
+    return forward(inputs);
   });
   model.add_post_hook([held](Module&, const Module::Tensors&, const Module::Tensors& outputs) {
-    model_vocab_group = nullptr;
     if (logits_kept_split || outputs.empty() || !outputs[0].defined() || outputs[0].dim() == 0) return outputs;
     Module::Tensors out = outputs;
     out[0] = GatheredLogits::apply(outputs[0], c10::make_intrusive<GroupHolder>(*held));

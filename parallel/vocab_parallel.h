@@ -41,7 +41,8 @@ void split_vocab_embedding(Module& embedding, const std::string& slot, const Gro
 // Hooks on `model` (the root), whose vocabulary is split over `group`: its first output, logits
 // [..., vocab / p] of this rank's slice, is all-gathered along the last dimension unless a
 // KeepLogitsSplit lives on this thread (a summed loss, 0-dim, is left as it is); while its
-// forward runs, vocab_parallel_group() is `group`.
+// forward runs, vocab_parallel_group() is `group` (and what it was before once the forward ends,
+// also by an exception).
 void split_model_vocabulary(Module& model, const Group& group);
 
 // The vocabulary group of the model whose forward runs on this thread (its output layer computes

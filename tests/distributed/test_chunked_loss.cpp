@@ -1,7 +1,8 @@
 // --loss-compute-mode chunk (Note [Chunked loss]): the output layer's loss computed a chunk of
 // tokens at a time gives the loss and the gradients of the whole logits, for the function
 // itself, a Llama with its own lm_head and a GPT with tied embeddings, masked or not; training
-// with it gives the default mode's losses on one rank, FSDP on 2 and Ulysses on 2.
+// with it gives the default mode's losses on one rank, FSDP on 2 and Ulysses on 2; the vocabulary
+// group it reads lasts for its model's forward only, also when that throws.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -10,6 +11,8 @@
 #include "models/layers/chunked_cross_entropy.h"
 #include "models/llama/llama_model.h"
 #include "parallel/group.h"
+#include "parallel/module.h"
+#include "parallel/vocab_parallel.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
@@ -89,6 +92,32 @@ TEST(ChunkedLoss, TrainsWithTheDefaultLossesOnEveryLayout) {
                               "chunks of 7, Ulysses on 2 ranks", 1e-5);
   const auto bad = testing::train(1, kChunkTrain + "--loss-compute-mode chunks");
   EXPECT_NE(bad.result.output.find("--loss-compute-mode chunks: expected default or chunk"), std::string::npos) << bad.result.output;
+}
+
+// The chunked loss reads the vocabulary group of the model whose forward runs (Note [Vocabulary
+// parallelism]): set for that forward only, and unset again when it throws, so that a later
+// model on the thread (of another layout) does not read it.
+class ThrowingModel : public parallel::Module {
+ public:
+  const parallel::Group* seen = nullptr;
+
+ protected:
+  at::Tensor forward(const at::Tensor& input) override {
+    seen = parallel::vocab_parallel_group();
+    if (input.numel() == 0) throw std::invalid_argument("no tokens");
+    return input;
+  }
+};
+
+TEST(ChunkedLoss, TheVocabularyGroupLastsForItsModelsForwardOnly) {
+  ThrowingModel model;
+  parallel::split_model_vocabulary(model, parallel::Group::single(0));
+  model(torch::ones({2, 3}));
+  EXPECT_NE(model.seen, nullptr) << "set while the forward runs";
+  EXPECT_EQ(parallel::vocab_parallel_group(), nullptr) << "unset after it";
+  EXPECT_THROW(model(torch::ones({0})), std::invalid_argument);
+  EXPECT_NE(model.seen, nullptr);
+  EXPECT_EQ(parallel::vocab_parallel_group(), nullptr) << "unset after a forward that threw";
 }
 
 }  // namespace
