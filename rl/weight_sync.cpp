@@ -12,7 +12,6 @@
 #include "models/lora.h"
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/fsdp/fully_shard.h"
-#include "parallel/tensor_parallel.h"
 
 namespace megacpp::rl {
 namespace {
@@ -115,14 +114,9 @@ void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
                              const std::function<void(const std::string&, const at::Tensor&)>& each) {
   torch::NoGradGuard no_grad;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    const auto* sharded = parallel::fsdp::find_fsdp_param(item.value());
-    const auto* split = parallel::tensor_parallel_placement(item.value());
-    at::Tensor full = sharded ? sharded->gather_full() : item.value().detach();  // collective when sharded
-    if (split && split->is_split()) full = parallel::gather_tensor_parallel(full, *split);  // collective over the TP group
+    const at::Tensor full = parallel::fsdp::gather_full_parameter(item.value());  // collective when sharded or split
     stats.tensors += 1;
-    if (sharded || (split && split->is_split())) {
-      stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
-    }
+    if (!full.is_alias_of(item.value())) stats.largest_gathered = std::max<int64_t>(stats.largest_gathered, full.numel() * full.element_size());
     each(item.key(), full);
   }
 }

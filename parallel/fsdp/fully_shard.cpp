@@ -175,14 +175,19 @@ void copy_full_into_parameter(const at::Tensor& param, const at::Tensor& full) {
   param.copy_(local);
 }
 
+at::Tensor gather_full_parameter(const at::Tensor& param) {
+  torch::NoGradGuard no_grad;
+  const FSDPParam* p = find_fsdp_param(param);
+  const at::Tensor local = p ? p->gather_full() : param.detach();
+  const auto* tp = tensor_parallel_placement(param);
+  return tp ? gather_tensor_parallel(local, *tp) : local;
+}
+
 std::map<std::string, at::Tensor> gather_full_parameters(torch::nn::Module& root) {
   std::map<std::string, at::Tensor> out;
-  torch::NoGradGuard no_grad;
   for (auto& item : root.named_parameters(/*recurse=*/true)) {
-    const FSDPParam* p = find_fsdp_param(item.value());
-    at::Tensor local = p ? p->gather_full() : item.value().detach().to(torch::kFloat, false, true);
-    const auto* tp = tensor_parallel_placement(item.value());
-    out[item.key()] = tp ? gather_tensor_parallel(local, *tp) : local;
+    const at::Tensor full = gather_full_parameter(item.value());
+    out[item.key()] = full.is_alias_of(item.value()) ? full.to(torch::kFloat, false, true) : full.to(torch::kFloat);  // never the parameter
   }
   return out;
 }

@@ -46,6 +46,11 @@ std::vector<int64_t> full_shape(const at::Tensor& param);
 // it otherwise.
 void copy_full_into_parameter(const at::Tensor& param, const at::Tensor& full);
 
+// `param` at full size in its gathered dtype (FSDP2's fp32 master, else its own): gathered from
+// its shards (collective over the shard group) and its TP slices (collective over the TP group),
+// or `param` itself, detached, when it is neither.
+at::Tensor gather_full_parameter(const at::Tensor& param);
+
 // Every parameter of `root` by fully-qualified name, full size in fp32 (sharded ones are
 // gathered: collective over the shard group and, for TP slices, the TP group).
 std::map<std::string, at::Tensor> gather_full_parameters(torch::nn::Module& root);
