@@ -68,19 +68,17 @@ std::vector<SentParameter> decode(const std::string& text) {
 
 // "" when `rollout` can load every sent parameter and has no other; else what is wrong.
 std::string refusal(const std::vector<SentParameter>& stream, torch::nn::Module& rollout) {
+  std::vector<RolloutWeight> weights;
+  for (const SentParameter& p : stream) weights.push_back({p.name, p.shape, p.dtype});
+  try {
+    check_rollout_model(weights, rollout);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
   const auto params = rollout.named_parameters(/*recurse=*/true);
   for (const SentParameter& p : stream) {
-    const at::Tensor* target = params.find(p.name);
-    if (!target) return "the rollout model has no parameter " + p.name + " of the trained model";
-    if (target->sizes().vec() != p.shape) {
-      return "parameter " + p.name + " is " + c10::str(c10::IntArrayRef(p.shape)) + " in the trained model and " +
-             c10::str(target->sizes()) + " in the rollout model";
-    }
-    if (!target->is_floating_point() || !target->is_contiguous()) return "parameter " + p.name + " of the rollout model is not a contiguous floating-point tensor";
-  }
-  for (const auto& item : params) {
-    const bool sent = std::any_of(stream.begin(), stream.end(), [&](const SentParameter& p) { return p.name == item.key(); });
-    if (!sent) return "the trained model has no parameter " + item.key() + " of the rollout model";
+    const at::Tensor& target = params[p.name];
+    if (!target.is_floating_point() || !target.is_contiguous()) return "parameter " + p.name + " of the rollout model is not a contiguous floating-point tensor";
   }
   return "";
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -77,10 +78,11 @@ void for_each_rollout_weight(torch::nn::Module& trainer, WeightSyncStats& stats,
   });
 }
 
-void check_rollout_model(torch::nn::Module& trainer, torch::nn::Module& rollout) {
+void check_rollout_model(const std::vector<RolloutWeight>& weights, torch::nn::Module& rollout) {
   const auto targets = rollout.named_parameters(/*recurse=*/true);
-  const std::vector<RolloutWeight> weights = rollout_weights(trainer);
+  std::set<std::string> taken;
   for (const RolloutWeight& w : weights) {
+    taken.insert(w.name);
     const at::Tensor* target = targets.find(w.name);
     if (!target) throw std::invalid_argument("the rollout model has no parameter " + w.name + " of the trained one");
     if (target->sizes().vec() != w.shape) {
@@ -89,8 +91,7 @@ void check_rollout_model(torch::nn::Module& trainer, torch::nn::Module& rollout)
     }
   }
   for (const auto& item : targets) {
-    const bool taken = std::any_of(weights.begin(), weights.end(), [&](const RolloutWeight& w) { return w.name == item.key(); });
-    if (!taken) throw std::invalid_argument("the trained model has no parameter " + item.key() + " of the rollout one");
+    if (taken.count(item.key()) == 0) throw std::invalid_argument("the trained model has no parameter " + item.key() + " of the rollout one");
   }
 }
 
@@ -124,7 +125,7 @@ void for_each_full_parameter(torch::nn::Module& model, WeightSyncStats& stats,
 WeightSyncStats sync_colocated_weights(torch::nn::Module& trainer, torch::nn::Module& rollout) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    check_rollout_model(trainer, rollout);
+    check_rollout_model(rollout_weights(trainer), rollout);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("weight sync: ") + e.what());
   }

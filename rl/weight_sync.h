@@ -67,9 +67,10 @@ std::vector<RolloutWeight> rollout_weights(torch::nn::Module& trainer);
 void for_each_rollout_weight(torch::nn::Module& trainer, WeightSyncStats& stats,
                              const std::function<void(const std::string&, const at::Tensor&)>& each);
 
-// Throws std::invalid_argument naming the first weight of rollout_weights(trainer) that `rollout`
-// lacks or has in another shape, or a parameter of `rollout` that is not one of them.
-void check_rollout_model(torch::nn::Module& trainer, torch::nn::Module& rollout);
+// Throws std::invalid_argument naming the first of `weights` (rollout_weights of a trainer, or a
+// trainer's manifest) that `rollout` lacks or has in another shape, or a parameter of `rollout`
+// that is not one of them.
+void check_rollout_model(const std::vector<RolloutWeight>& weights, torch::nn::Module& rollout);
 
 // Loads `trainer`'s full parameters (sharded by FSDP2 or not) into `rollout`'s (an unsharded
 // model of the same family and shape, on any device, any floating dtype), by name; with LoRA, the
