@@ -44,6 +44,22 @@ const std::vector<launch::OwnFlag>& own_flags() {
       {"kl-coef", true, "weight of the KL to the reference in the loss (verl's kl_loss_coef; default 0.001; 0: no reference)"},
       {"kl-loss-type", true, "KL estimator: kl (k1), abs, mse (k2) or low_var_kl (k3, default)"},
       {"clip-ratio", true, "PPO's ratio clip (ROLL's pg_clip; default 0.2)"},
+      {"clip-ratio-low", true, "the ratio's lower clip, 1 - low (verl's clip_ratio_low; default --clip-ratio)"},
+      {"clip-ratio-high", true, "the ratio's upper clip, 1 + high (verl's clip_ratio_high, DAPO's clip-higher; default --clip-ratio)"},
+      {"dual-clip-ratio", true, "negative advantages' loss at most -A x this (verl's clip_ratio_c; default 3; 0: none)"},
+      {"loss-agg-mode", true, "token-mean (default), seq-mean-token-sum or seq-mean-token-mean (verl's and ROLL's loss_agg_mode)"},
+      {"adv-estimator", true, "grpo (default: normalized within each prompt's group) or reinforce (ROLL's, normalized as --norm-mean-type and --norm-std-type say)"},
+      {"norm-mean-type", true, "with reinforce: subtract the group's or the batch's mean score, or none (default)"},
+      {"norm-std-type", true, "with reinforce: divide by the group's or the batch's standard deviation, or none (default)"},
+      {"reward-clip", true, "clamp the normalized rewards to +-this (ROLL's reward_clip; default 0: none)"},
+      {"whiten-advantages", false, "whiten the advantages over the batch's counted tokens (ROLL's whiten_advantages)"},
+      {"advantage-clip", true, "clamp the advantages to +-this (ROLL's advantage_clip; default 0: none)"},
+      {"max-len-mask", false, "leave out of the loss responses that used every new token (ROLL's max_len_mask)"},
+      {"difficulty-mask", false, "leave out groups whose mean score is not strictly between the thresholds (ROLL's difficulty_mask)"},
+      {"difficulty-low-threshold", true, "with --difficulty-mask (default 0)"},
+      {"difficulty-high-threshold", true, "with --difficulty-mask (default 1)"},
+      {"error-max-len-clip", false, "keep right responses (score 1) and wrong ones (0) shorter than the threshold (ROLL's)"},
+      {"error-max-len-threshold", true, "with --error-max-len-clip (default: no limit)"},
       {"infer-batch-size", true, "sequences per forward of the log-prob passes (ROLL's infer_batch_size; default 16)"},
       {"ppo-micro-batch-size", true, "responses per forward of the update (verl's ppo_micro_batch_size_per_gpu; default 4)"},
       {"ppo-mini-batch-size", true, "prompts per optimizer step over all data-parallel ranks (verl's ppo_mini_batch_size; default: "
@@ -80,7 +96,7 @@ const std::vector<launch::UnreadFlag>& unread_flags() {
       {"no-check-for-nan-in-loss-and-grad", "megacpp-grpo has no NaN/Inf guard to turn off"},
       {"loss-compute-mode", "the policy loss reads each micro-batch's logits whole"},
       {"loss-chunk-size", "the policy loss reads each micro-batch's logits whole"},
-      {"calculate-per-token-loss", "the policy loss is the mean over the response tokens, verl's token-mean"},
+      {"calculate-per-token-loss", "the policy loss aggregates as --loss-agg-mode says"},
       {"log-interval", "it logs every step"},
       {"peak-tflops", "it reports no TFLOP/s"},
       {"tensorboard-dir", "it writes no TensorBoard events"},
@@ -114,6 +130,7 @@ const std::vector<launch::UnreadFlag>& unread_flags() {
 rl::GrpoOptions grpo_options(const std::map<std::string, std::string>& own) {
   rl::GrpoOptions o;
   for (const auto& [name, value] : own) {
+    if (rl::read_objective_flag(o.objective, name, value)) continue;
     auto integer = [&] { return models::parse_flag_number<int64_t>(name, value); };
     auto real = [&] { return models::parse_flag_number<double>(name, value); };
     if (name == "prompts") o.prompts = value;
@@ -128,7 +145,6 @@ rl::GrpoOptions grpo_options(const std::map<std::string, std::string>& own) {
     if (name == "rollout-ranks") o.rollout_ranks = static_cast<int>(integer());
     if (name == "kl-coef") o.kl_coef = real();
     if (name == "kl-loss-type") o.kl_estimator = value;
-    if (name == "clip-ratio") o.clip_ratio = real();
     if (name == "infer-batch-size") o.infer_batch_size = integer();
     if (name == "ppo-micro-batch-size") o.micro_batch_size = integer();
     if (name == "ppo-mini-batch-size") o.mini_batch_size = integer();
@@ -160,16 +176,21 @@ bool given(const std::vector<const char*>& rest, const std::string& name) {
 void add_rlvr_config(launch::SplitCommandLine& split, rl::GrpoOptions& options, std::deque<std::string>& storage) {
   const std::string path = split.own.at("rl-config-path");
   const rl::RlvrConfig config = rl::read_rlvr_config(path);
-  for (const auto& [name, value] : config.flags) {
-    if (is_own(name) ? split.own.count(name) > 0 : given(split.rest, name)) {
-      throw std::invalid_argument("--" + name + " is given on the command line and by " + path + "; keep one");
-    }
+  auto add = [&](const std::string& name, const std::string& value) {
     if (is_own(name)) {
-      split.own[name] = value;
-      continue;
+      split.own[name] = value.empty() ? "true" : value;  // "" for a switch
+      return;
     }
     split.rest.push_back(storage.emplace_back("--" + name).c_str());
-    if (!value.empty()) split.rest.push_back(storage.emplace_back(value).c_str());  // "" for a switch
+    if (!value.empty()) split.rest.push_back(storage.emplace_back(value).c_str());
+  };
+  auto on_command_line = [&](const std::string& name) { return is_own(name) ? split.own.count(name) > 0 : given(split.rest, name); };
+  for (const auto& [name, value] : config.flags) {
+    if (on_command_line(name)) throw std::invalid_argument("--" + name + " is given on the command line and by " + path + "; keep one");
+    add(name, value);
+  }
+  for (const auto& [name, value] : config.defaults) {
+    if (!on_command_line(name)) add(name, value);
   }
   if (!config.train_strategy_yaml.empty() && given(split.rest, "fsdp2-config-path")) {
     throw std::invalid_argument("--fsdp2-config-path and actor_train.strategy_args in " + path + " both give the FSDP2 config; keep one");

@@ -63,6 +63,8 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
   }
   if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
+  reward_shaping(o.objective);         // these throw naming the flag at fault
+  policy_loss_options(o.objective);
 }
 
 // Prompt indices of step `step`: --rollout-batch-size of them, walking through the prompts in an
@@ -289,7 +291,8 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.sampling.stop = {tokenizer_->eod()};
   s.sampling.vocabulary = tokenizer_->vocab_size();
   s.sampling.kv_cache = actor_->takes_kv_cache();
-  s.update.policy.clip_low = s.update.policy.clip_high = options_.clip_ratio;
+  s.shaping = reward_shaping(options_.objective);
+  s.update.policy = policy_loss_options(options_.objective);
   s.update.kl_coef = options_.kl_coef;
   s.update.kl = kl_estimator_named(options_.kl_estimator);
   s.update.temperature = options_.temperature;
@@ -368,13 +371,16 @@ void GrpoRun::evaluate(int64_t step) {
 
 void GrpoRun::log_step(int64_t step, const GrpoStepStats& stats, double seconds) const {
   if (setup_.runtime->rank() != 0) return;
+  const GrpoSettings settings = step_settings(step);
+  const bool masked = settings.shaping.max_len_mask || settings.shaping.difficulty_mask || settings.shaping.error_max_len_clip;
+  const std::string kept = !masked ? std::string() : stats.skipped ? std::string(" | responses kept 0 (step skipped)")
+                                                                   : fmt::format(" | responses kept {:.4f}", stats.kept);
   const std::string chunks = stats.sync.chunks > 0 ? fmt::format(" in {} chunk(s)", stats.sync.chunks) : std::string();
-  std::printf("grpo step %lld/%lld | reward %.4f | response length %.2f | kl %.5f | entropy %.4f | clip fraction %.4f | "
+  std::printf("grpo step %lld/%lld | reward %.4f | response length %.2f%s | kl %.5f | entropy %.4f | clip fraction %.4f | "
               "policy loss %.5f | learning rate %.4E | weight sync %.3f s, %s%s | %.2f s\n",
               static_cast<long long>(step + 1), static_cast<long long>(args_.train_iters), stats.reward, stats.response_length,
-              stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss, schedule_->at(updates_),
-              stats.sync.seconds,
-              byte_size(stats.sync.bytes).c_str(), chunks.c_str(), seconds);
+              kept.c_str(), stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss,
+              schedule_->at(updates_), stats.sync.seconds, byte_size(stats.sync.bytes).c_str(), chunks.c_str(), seconds);
   std::fflush(stdout);
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rl/objective_options.h"
 #include "settings/arguments.h"
 
 namespace megacpp::rl {
@@ -29,7 +30,6 @@ struct GrpoOptions {
   int rollout_ranks = 0;             // --rollout-ranks: the last ranks generate (0: colocated)
   double kl_coef = 0.001;            // --kl-coef (verl's kl_loss_coef; 0: no reference)
   std::string kl_estimator = "low_var_kl";  // --kl-loss-type (verl's)
-  double clip_ratio = 0.2;           // --clip-ratio (ROLL's pg_clip)
   int64_t infer_batch_size = 16;     // --infer-batch-size: the forward-only passes' (ROLL's)
   int64_t micro_batch_size = 4;      // --ppo-micro-batch-size: responses per forward of the update
   // One optimizer step per mini-batch: --ppo-mini-batch-size prompts over all data-parallel ranks
@@ -40,6 +40,7 @@ struct GrpoOptions {
   int64_t epochs = 1;                // --ppo-epochs: passes over each rollout batch (verl's, ROLL's ppo_epochs)
   int64_t sync_chunk_mb = 512;       // --weight-sync-chunk-mb: the separate ranks' chunk size
   std::string reference_load;        // --reference-load: the reference's checkpoint (else --load's)
+  ObjectiveOptions objective;        // advantages and policy loss (rl/objective_options.h)
   // From --rl-config-path (rl/rlvr_config.h): actor_train's FSDP2 config, and how many trainer
   // ranks its device_mapping names (0: not given).
   std::string train_strategy_yaml, train_strategy_source;

@@ -30,16 +30,33 @@ Rollouts sample(RolloutEngine& rollout, const std::vector<std::vector<int64_t>>&
   return r;
 }
 
-at::Tensor scores_of(const Rollouts& r, const RewardFunction& reward) {
+ResponseOutcomes outcomes_of(const Rollouts& r, const RewardFunction& reward, const GrpoSettings& s) {
+  ResponseOutcomes o;
   std::vector<double> scores;
+  std::vector<int64_t> lengths;
   for (size_t i = 0; i < r.responses.size(); ++i) {
     try {
       scores.push_back(reward(r.prompts[i], r.responses[i].tokens));
     } catch (const std::exception& e) {
       throw std::runtime_error("the reward function failed on prompt " + std::to_string(r.groups[i]) + " of this rank: " + e.what());
     }
+    lengths.push_back(static_cast<int64_t>(r.responses[i].tokens.size()));
   }
-  return torch::tensor(scores, torch::kDouble);
+  o.scores = torch::tensor(scores, torch::kDouble);
+  o.groups = r.groups;
+  o.lengths = torch::tensor(lengths, torch::kLong);
+  o.max_new_tokens = s.sampling.max_new_tokens;
+  return o;
+}
+
+// Sums over the batch: every rank's, a tensor-parallel group's responses counted once (by its
+// first rank).
+SumOverBatch batch_sum(const parallel::DeviceMesh& mesh, const parallel::Group& world, c10::Device device) {
+  return [&mesh, &world, device](const at::Tensor& mine) {
+    at::Tensor total = (mesh.tp().rank == 0 ? mine : torch::zeros_like(mine)).to(device);
+    parallel::all_reduce(world, total, parallel::ReduceOp::kSum).wait();
+    return total.to(torch::kCPU);
+  };
 }
 
 // Prompt and response of each, right-padded (the L - 1 positions scored a multiple of
@@ -123,21 +140,27 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
     }
   }
   const Rollouts rollouts = sample(rollout, prompts, s);
-  const at::Tensor scores = scores_of(rollouts, reward);
   at::Tensor lengths;
   RolloutBatch batch = batch_of(rollouts, s.position_multiple, lengths);
-  batch.advantages = group_advantages(scores.to(torch::kFloat), rollouts.groups, s.divide_by_std);
-  inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
-                                     s.update.device, world, mesh.ulysses(), s.position_multiple};
-  batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
-  if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
+  const ResponseOutcomes outcomes = outcomes_of(rollouts, reward, s);
+  const ShapedAdvantages shaped = shape_advantages(outcomes, s.shaping, batch_sum(mesh, world, s.update.device));
+  batch.advantages = shaped.advantages;
+  batch.response_mask.mul_(shaped.kept.unsqueeze(1));
   GrpoStepStats stats;
-  stats.update = update_actor(actor, optimizer, batch, s, mesh);
-  stats.sync = rollout.sync(actor);
+  stats.kept = shaped.kept_responses / shaped.responses;
+  stats.skipped = shaped.kept_responses == 0;
+  if (!stats.skipped) {
+    inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
+                                       s.update.device, world, mesh.ulysses(), s.position_multiple};
+    batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
+    if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
+    stats.update = update_actor(actor, optimizer, batch, s, mesh);
+    stats.sync = rollout.sync(actor);
+  }
   double generated = 0;
   for (const auto& g : rollouts.responses) generated += static_cast<double>(g.tokens.size());
   // The statistics averaged over the ranks in one all-reduce.
-  at::Tensor figures = torch::tensor({scores.mean().item<double>(), generated / static_cast<double>(rollouts.responses.size()),
+  at::Tensor figures = torch::tensor({outcomes.scores.mean().item<double>(), generated / static_cast<double>(rollouts.responses.size()),
                                       stats.update.policy_loss, stats.update.kl, stats.update.clip_fraction, stats.update.approx_kl,
                                       stats.update.entropy},
                                      torch::kDouble).to(s.update.device);

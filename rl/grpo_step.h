@@ -2,8 +2,9 @@
 // One step of GRPO: each rank has `responses_per_prompt` responses sampled to each of its prompts
 // by the rollout (rl::RolloutEngine: an unsharded copy of the policy in the actor's processes,
 // verl's hybrid engine, or workers on ranks of their own, Note [Remote rollout]), scores each
-// with the reward function, normalizes the scores within each prompt's group
-// (rl::group_advantages: a group never spans ranks), takes the sampling policy's log-probs and
+// with the reward function, turns the scores into advantages (rl::shape_advantages: GRPO's
+// normalization within each prompt's group, which never spans ranks, or ROLL's others, its
+// masks, whitening and clips; a step in which no response counts is skipped, as ROLL's), takes the sampling policy's log-probs and
 // the reference's with forward-only passes of the sharded models (inference::sequence_log_probs,
 // ROLL's fsdp2_infer), updates the actor on the response tokens (rl::actor_backward, then the
 // optimizer: one step per mini-batch, so that the steps after the first are off-policy and PPO's
@@ -25,6 +26,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/group.h"
 #include "rl/actor_update.h"
+#include "rl/reward_shaping.h"
 #include "rl/rollout_engine.h"
 #include "rl/weight_sync.h"
 
@@ -38,7 +40,7 @@ struct GrpoSettings {
   int64_t responses_per_prompt = 4;  // ROLL's num_return_sequences_in_group, verl's rollout.n
   inference::Sampling sampling;      // the rollout's; its seed is this step's (vary it per step and rank)
   ActorUpdate update;                // its temperature should be the sampling's
-  bool divide_by_std = true;         // false: Dr. GRPO
+  RewardShaping shaping;             // from scores to advantages (GRPO's by default)
   int64_t infer_batch_size = 16;     // the forward-only passes' (ROLL's infer_batch_size)
   double clip_grad = 1.0;            // the gradients' global norm at most this (0: no clipping)
   // verl's ppo_mini_batch_size and ppo_epochs: the update makes one optimizer step per
@@ -55,6 +57,8 @@ struct GrpoSettings {
 
 struct GrpoStepStats {  // averaged over the ranks
   double reward = 0, response_length = 0;
+  double kept = 1;       // the share of the batch's responses that count (shaping's masks)
+  bool skipped = false;  // none counted: no update, no sync
   ActorUpdateStats update;
   WeightSyncStats sync;  // this rank's
 };

@@ -1,6 +1,5 @@
 #include "rl/policy_loss.h"
 
-#include <map>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -19,26 +18,6 @@ at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask) { return (x 
 
 }  // namespace
 
-at::Tensor group_advantages(const at::Tensor& scores, const std::vector<int64_t>& groups, bool divide_by_std, double epsilon) {
-  if (scores.dim() != 1 || scores.size(0) != static_cast<int64_t>(groups.size())) {
-    throw std::invalid_argument("group_advantages: " + std::to_string(groups.size()) + " group ids for scores of shape " +
-                                c10::str(scores.sizes()));
-  }
-  const at::Tensor s = scores.to(torch::kDouble);
-  std::map<int64_t, std::vector<int64_t>> members;
-  for (size_t i = 0; i < groups.size(); ++i) members[groups[i]].push_back(static_cast<int64_t>(i));
-  at::Tensor advantages = torch::empty_like(s);
-  for (const auto& [group, rows] : members) {
-    const at::Tensor index = torch::tensor(rows, torch::kLong), values = s.index_select(0, index);
-    const bool alone = rows.size() == 1;
-    const at::Tensor mean = alone ? torch::zeros({}, torch::kDouble) : values.mean();
-    const at::Tensor deviation = alone ? torch::ones({}, torch::kDouble) : values.std(/*unbiased=*/true);
-    at::Tensor centred = values - mean;
-    advantages.index_copy_(0, index, divide_by_std ? centred / (deviation + epsilon) : centred);
-  }
-  return advantages.to(torch::kFloat);
-}
-
 LossAggregation loss_aggregation_named(const std::string& name) {
   if (name == "token-mean") return LossAggregation::kTokenMean;
   if (name == "seq-mean-token-sum") return LossAggregation::kSeqMeanTokenSum;
@@ -51,8 +30,9 @@ at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggre
   const at::Tensor m = mask.to(losses.scalar_type());
   if (how == LossAggregation::kTokenMean) return masked_mean(losses, m);
   const at::Tensor sums = (losses * m).sum(-1);
-  const at::Tensor per_response = how == LossAggregation::kSeqMeanTokenSum ? sums : sums / m.sum(-1).clamp_min(1);
-  return per_response.mean();
+  const at::Tensor tokens = m.sum(-1);
+  const at::Tensor per_response = how == LossAggregation::kSeqMeanTokenSum ? sums : sums / tokens.clamp_min(1);
+  return per_response.sum() / tokens.gt(0).sum().clamp_min(1);  // a response without a counted token does not count
 }
 
 KlEstimator kl_estimator_named(const std::string& name) {
@@ -83,15 +63,18 @@ PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& ol
   check_same_shape(log_probs, old_log_probs, "clipped_policy_loss: log_probs and old_log_probs");
   check_same_shape(log_probs, advantages, "clipped_policy_loss: log_probs and advantages");
   check_same_shape(log_probs, mask, "clipped_policy_loss: log_probs and mask");
-  if (!(options.dual_clip > 1)) throw std::invalid_argument("clipped_policy_loss: the dual clip must exceed 1");
+  if (options.dual_clip != 0 && !(options.dual_clip > 1)) {
+    throw std::invalid_argument("clipped_policy_loss: the dual clip must exceed 1 (or be 0: none)");
+  }
   const at::Tensor m = mask.to(log_probs.scalar_type());
   const at::Tensor log_ratio = (log_probs - old_log_probs).clamp(-20, 20);
   const at::Tensor ratio = log_ratio.exp();
   const at::Tensor unclipped = -advantages * ratio;
   const at::Tensor clipped = -advantages * ratio.clamp(1 - options.clip_low, 1 + options.clip_high);
   const at::Tensor pessimistic = torch::maximum(unclipped, clipped);
-  const at::Tensor dual = torch::minimum(pessimistic, -advantages * options.dual_clip);
-  const at::Tensor losses = torch::where(advantages < 0, dual, pessimistic);
+  const at::Tensor losses = options.dual_clip == 0 ? pessimistic
+                                                   : torch::where(advantages < 0, torch::minimum(pessimistic, -advantages * options.dual_clip),
+                                                                  pessimistic);
   PolicyLoss result;
   result.loss = aggregate(losses, m, options.aggregation);
   torch::NoGradGuard no_grad;

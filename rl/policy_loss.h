@@ -1,6 +1,6 @@
-// GRPO's and PPO's objectives, as verl's core_algos computes them (ROLL's are the same): the
-// advantages of a group of responses to one prompt, the clipped policy loss on the response
-// tokens, the KL penalty to a reference model, and the aggregation of per-token losses. Every
+// PPO's objective as verl's core_algos and ROLL's actor worker compute it: the clipped policy loss
+// on the response tokens, the KL penalty to a reference model, and the aggregation of per-token
+// losses (rl/reward_shaping.h gives the advantages). Every
 // per-token tensor is [responses, tokens] fp32 with a mask of the same shape (1: a response
 // token that counts).
 #pragma once
@@ -13,15 +13,9 @@
 
 namespace megacpp::rl {
 
-// GRPO's outcome advantage: each response's score minus its group's mean, divided by the
-// group's standard deviation (unbiased, as torch.std) + epsilon unless `divide_by_std` is false
-// (Dr. GRPO); a group of one response has mean 0 and deviation 1. `scores` [n], `groups` n ids.
-at::Tensor group_advantages(const at::Tensor& scores, const std::vector<int64_t>& groups, bool divide_by_std = true,
-                            double epsilon = 1e-6);
-
-// verl's loss_agg_mode: "token-mean" (over every counted token of the batch), "seq-mean-token-sum"
-// (each response's sum, averaged over responses), "seq-mean-token-mean" (each response's mean,
-// averaged over responses).
+// verl's and ROLL's loss_agg_mode: "token-mean" (over every counted token of the batch),
+// "seq-mean-token-sum" (each response's sum, averaged over the responses with a counted token),
+// "seq-mean-token-mean" (each response's mean, averaged over those responses).
 enum class LossAggregation { kTokenMean, kSeqMeanTokenSum, kSeqMeanTokenMean };
 LossAggregation loss_aggregation_named(const std::string& name);
 at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how);
@@ -34,7 +28,9 @@ at::Tensor kl_penalty(const at::Tensor& log_probs, const at::Tensor& ref_log_pro
 
 struct PolicyLossOptions {
   double clip_low = 0.2, clip_high = 0.2;  // the ratio kept within [1 - clip_low, 1 + clip_high]
-  double dual_clip = 3.0;                  // negative advantages: the loss at most -advantage x dual_clip
+  // Negative advantages: the loss at most -advantage x dual_clip (verl's clip_ratio_c; ROLL's
+  // dual_clip_loss is 1 + 2 x its pg_clip); 0: no dual clip.
+  double dual_clip = 3.0;
   LossAggregation aggregation = LossAggregation::kTokenMean;
 };
 
@@ -46,7 +42,7 @@ struct PolicyLoss {
 
 // PPO's clipped surrogate with dual clip: ratio = exp(log_probs - old_log_probs) (the log-ratio
 // clamped to [-20, 20]), per token max(-A ratio, -A clip(ratio)), and for A < 0 at most
-// -A dual_clip; aggregated over the mask. `advantages` [responses, tokens] (a response's
+// -A dual_clip (unless 0); aggregated over the mask. `advantages` [responses, tokens] (a response's
 // advantage on each of its tokens).
 PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& old_log_probs, const at::Tensor& advantages,
                                const at::Tensor& mask, const PolicyLossOptions& options = {});

@@ -1,91 +1,15 @@
 #include "rl/rlvr_config.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
-#include <yaml-cpp/yaml.h>
+#include "rl/rlvr_reader.h"
 
 namespace megacpp::rl {
-namespace {
-
-struct Reader {
-  std::string path;
-  YAML::Node root;
-  RlvrConfig config;
-
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
-    const std::string line = node.IsDefined() && !node.Mark().is_null() ? ":" + std::to_string(node.Mark().line + 1) : "";
-    throw std::invalid_argument(path + line + ": key '" + key + "': " + what);
-  }
-
-  // The scalar text of `node`, a ${name} taken from the top level.
-  std::string text(const YAML::Node& node, const std::string& key) const {
-    if (!node.IsScalar()) fail(node, key, "expected a value");
-    const std::string value = node.Scalar();
-    static const std::regex reference(R"(\$\{([A-Za-z_][A-Za-z0-9_]*)\})");
-    std::smatch m;
-    if (!std::regex_match(value, m, reference)) return value;
-    const YAML::Node target = root[m[1].str()];
-    if (!target.IsDefined() || !target.IsScalar()) fail(node, key, value + " names no top-level value");
-    return target.Scalar();
-  }
-
-  // --name VALUE; a second key meaning the same flag must say the same.
-  void flag(const YAML::Node& node, const std::string& key, const std::string& name, const std::string& value) {
-    for (const auto& [given, earlier] : config.flags) {
-      if (given != name) continue;
-      if (earlier != value) fail(node, key, "gives --" + name + " " + value + ", another key gave it " + earlier);
-      return;
-    }
-    config.flags.emplace_back(name, value);
-  }
-  void flag(const YAML::Node& node, const std::string& key, const std::string& name) { flag(node, key, name, text(node, key)); }
-
-  std::vector<int> ranks(const YAML::Node& node, const std::string& key) const {
-    std::vector<int> ranks;
-    if (node.IsSequence()) {
-      for (const auto& item : node) ranks.push_back(std::stoi(text(item, key)));
-      return ranks;
-    }
-    const std::string value = text(node, key);
-    std::smatch m;
-    if (std::regex_match(value, m, std::regex(R"(\s*list\(range\(\s*(\d+)\s*,\s*(\d+)\s*\)\)\s*)"))) {
-      for (int r = std::stoi(m[1]); r < std::stoi(m[2]); ++r) ranks.push_back(r);
-      return ranks;
-    }
-    if (!std::regex_match(value, std::regex(R"(\s*\[[\d\s,]*\]\s*)"))) fail(node, key, "expected a list of ranks, \"[0, 1]\" or list(range(A,B))");
-    std::stringstream numbers(value.substr(value.find('[') + 1));
-    for (std::string n; std::getline(numbers, n, ',');) {
-      if (n.find_first_of("0123456789") != std::string::npos) ranks.push_back(std::stoi(n));
-    }
-    return ranks;
-  }
-
-  // `value` must be `expected` (as text): settings megacpp-grpo has one way of doing.
-  void require(const YAML::Node& node, const std::string& key, const std::string& expected, const std::string& why) const {
-    if (text(node, key) != expected) fail(node, key, "must be " + expected + " (" + why + ")");
-  }
-
-  void unknown(const YAML::Node& key_node, const std::string& key, const std::string& known) const {
-    fail(key_node, key, "not read by megacpp-grpo (it reads " + known + ")");
-  }
-
-  void top_level();
-  void training_args(const YAML::Node& node, const std::string& key);
-  void megatron_strategy(const YAML::Node& config, const std::string& key);
-  void megatron_reference(const YAML::Node& strategy_args, const std::string& key, const YAML::Node& trained) const;
-  std::string decay_style(const YAML::Node& node, const std::string& key) const;
-  void actor_train(const YAML::Node& node, std::vector<int>& mapping);
-  void actor_infer(const YAML::Node& node, const std::vector<int>& trainers);
-  void reference(const YAML::Node& node, const std::vector<int>& trainers);
-  std::string strategy_name(const YAML::Node& strategy_args, const std::string& key) const;
-};
+namespace rlvr {
 
 std::string emitted(const YAML::Node& node) {
   YAML::Emitter out;
@@ -193,8 +117,7 @@ void Reader::top_level() {
   static const std::map<std::string, std::string> as_flags = {
       {"seed", "seed"}, {"max_steps", "train-iters"}, {"save_steps", "save-interval"}, {"eval_steps", "eval-interval"},
       {"rollout_batch_size", "rollout-batch-size"}, {"num_return_sequences_in_group", "num-return-sequences-in-group"},
-      {"response_length", "response-length"}, {"pretrain", "init-from-hf-path"}, {"output_dir", "save"},
-      {"pg_clip", "clip-ratio"}, {"kl_loss_coef", "kl-coef"}, {"kl_loss_type", "kl-loss-type"}};
+      {"response_length", "response-length"}, {"pretrain", "init-from-hf-path"}, {"output_dir", "save"}};
   YAML::Node train, infer, ref, prompt_length;
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
@@ -203,14 +126,8 @@ void Reader::top_level() {
       flag(v, key, found->second);
     } else if (key == "prompt_length") {
       prompt_length = v;
-    } else if (key == "use_kl_loss") {
-      if (text(v, key) == "false") flag(v, key, "kl-coef", "0");
-    } else if (key == "adv_estimator") {
-      require(v, key, "grpo", "megacpp-grpo's advantages are GRPO's, normalized within each group");
-    } else if (key == "ppo_epochs") {
-      flag(v, key, "ppo-epochs");
-    } else if (key == "add_token_level_kl") {
-      require(v, key, "false", "the KL is a loss term (kl_loss_coef), not part of the reward");
+    } else if (algorithm_key(item.first, key, v)) {
+      continue;
     } else if (key == "actor_train") {
       train = v;
     } else if (key == "actor_infer") {
@@ -219,11 +136,12 @@ void Reader::top_level() {
       ref = v;
     } else {
       unknown(item.first, key, "seed, max_steps, save_steps, eval_steps, rollout_batch_size, num_return_sequences_in_group, "
-                               "prompt_length, response_length, pretrain, output_dir, pg_clip, use_kl_loss, kl_loss_coef, kl_loss_type, "
-                               "adv_estimator, ppo_epochs, add_token_level_kl, actor_train, actor_infer and reference");
+                               "prompt_length, response_length, pretrain, output_dir, actor_train, actor_infer, reference and the "
+                               "algorithm's keys listed in docs/cli.md");
     }
   }
-  if (prompt_length && root["response_length"]) {
+  finish_algorithm();
+  if (!prompt_length.IsNull() && root["response_length"]) {
     const int64_t context = std::stoll(text(prompt_length, "prompt_length")) + std::stoll(text(root["response_length"], "response_length"));
     flag(prompt_length, "prompt_length", "seq-length", std::to_string(context));
   }
@@ -344,12 +262,12 @@ void Reader::reference(const YAML::Node& node, const std::vector<int>& trainers)
   }
 }
 
-}  // namespace
+}  // namespace rlvr
 
 RlvrConfig read_rlvr_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("--rl-config-path " + path + ": cannot be read");
-  Reader reader{path, {}, {}};
+  rlvr::Reader reader{path, {}, {}};
   try {
     reader.root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {

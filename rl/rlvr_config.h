@@ -4,25 +4,21 @@
 // strategy_args (strategy_name fsdp2_train) are its FSDP2 config, read as --fsdp2-config-path
 // reads ROLL's layout; with strategy_name megatron_train its strategy_config keys are Megatron's
 // flags of the same names (tensor_model_parallel_size, sequence_parallel, recompute_*, ...),
-// checked as in a Megatron script, and the reference's megatron_infer must split as the actor. device_mapping places the workers: actor_infer on actor_train's ranks is
-// colocated, on the ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the
-// actor's ranks and strategy_config. ${key} takes a top-level key's value, as OmegaConf does. A
-// key megacpp does not read, or a setting it cannot honour (an advantage estimator other than
-// grpo, vLLM's strategy_config), is refused naming the file, line and key.
+// checked as in a Megatron script, and the reference's megatron_infer must split as the actor.
+// device_mapping places the workers: actor_infer on actor_train's ranks is colocated, on the
+// ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the actor's ranks and
+// strategy_config. ROLL's algorithm keys (adv_estimator, norm_*_type, the clips, whitening, the
+// masks, dual_clip_loss, loss_agg_mode, ...) are megacpp-grpo's objective flags
+// (rl/rlvr_algorithm.cpp). ${key} takes a top-level key's value, as OmegaConf does. A key
+// megacpp does not read, or a setting it cannot honour (gae, vLLM's strategy_config), is refused
+// naming the file, line and key.
 #pragma once
 
 #include <string>
-#include <vector>
+
+#include "rl/rlvr_flags.h"
 
 namespace megacpp::rl {
-
-struct RlvrConfig {
-  // (flag without dashes, value) in file order; a switch has the value "" (empty).
-  std::vector<std::pair<std::string, std::string>> flags;
-  std::string train_strategy_yaml;  // actor_train's {model_args, strategy_args}: an fsdp2 config ("" when absent)
-  std::string source;               // "FILE (actor_train)", for the FSDP2 reader's errors
-  int trainer_ranks = 0;            // how many ranks actor_train.device_mapping names (0: not given)
-};
 
 // Throws std::invalid_argument naming the file, line and key.
 RlvrConfig read_rlvr_config(const std::string& path);

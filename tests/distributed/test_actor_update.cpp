@@ -14,6 +14,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "rl/actor_update.h"
+#include "rl/reward_shaping.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 

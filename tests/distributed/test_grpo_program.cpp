@@ -130,23 +130,14 @@ void expect_same_grpo_run(const testing::CommandResult& reference, const std::st
 // same step and evaluation figures and final parameters as the layout without it — TP 2 as one
 // rank, TP 2 + SP x FSDP 2 as FSDP 2, TP 2 trainers beside a rollout rank as one trainer, and so
 // with LoRA adapters (merged into the rollout's weights).
-// Numbers as tokens (NullTokenizer, 8 of them, the vocabulary padded to 128 rows on both sides)
+// Numbers as tokens (testing::kGrpoNumbersModel, the vocabulary padded to 128 rows on both sides)
 // and one-token answers, so that some responses are rewarded from the first step; Adam's epsilon
 // far above the gradients makes its step scale with them (as SGD's), so that round-off is not
 // amplified into steps of the learning rate's size.
 TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
-  const std::string model = " --model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2"
-                            " --ffn-hidden-size 48 --tokenizer-type NullTokenizer --vocab-size 8 --max-position-embeddings 16"
-                            " --seq-length 16 --seed 3 --init-method-std 0.5";
+  const std::string model = testing::kGrpoNumbersModel;
   const std::string dir = testing::scratch_dir();
-  auto sums = [&](const std::string& name, int count) {
-    std::string lines;
-    for (int i = 0; i < count; ++i) {
-      lines += "{\"prompt\": \"" + std::to_string(i % 7) + " " + std::to_string(i % 5) + "\", \"answer\": \"" +
-               std::to_string((i % 7 + i % 5) % 8) + "\"}\n";
-    }
-    return testing::write_file(dir, name, lines);
-  };
+  auto sums = [&](const std::string& name, int count) { return testing::write_number_sum_prompts(dir, name, count); };
   const std::string data = " --prompts " + sums("train.jsonl", 20) + " --eval-prompts " + sums("eval.jsonl", 6) +
                            " --rollout-batch-size 8 --num-return-sequences-in-group 8 --response-length 1 --lr 1 --adam-eps 1"
                            " --train-iters 3";

@@ -1,7 +1,8 @@
 // ROLL's RLVR pipeline YAML (rl/rlvr_config.h) read by megacpp-grpo as the flags it means: a run
 // from the YAML has the figures of the run from the flags, for an fsdp2_train actor beside a
-// rollout rank and for a megatron_train one (TP 2 with sequence parallelism, recompute) with its
-// megatron_infer reference; what megacpp cannot honour is refused naming the file, line and key.
+// rollout rank, for a megatron_train one (TP 2 with sequence parallelism, recompute) with its
+// megatron_infer reference, and for ROLL's algorithm keys (REINFORCE, whitening, clips, masks);
+// what megacpp cannot honour is refused naming the file, line and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,6 +22,9 @@ using testing::grpo_step_lines;
 using testing::kGrpoArchitecture;
 using testing::write_sum_prompts;
 
+// What ROLL's keys left out mean there, where megacpp-grpo's defaults differ.
+const std::string kRollDefaults = " --dual-clip-ratio 0 --loss-agg-mode seq-mean-token-mean";
+
 const std::string kRlvrYaml = R"(seed: 1234
 max_steps: 3
 rollout_batch_size: 4
@@ -30,6 +34,7 @@ num_return_sequences_in_group: 4
 ppo_epochs: 2
 adv_estimator: grpo
 pg_clip: 0.2
+use_kl_loss: true
 kl_loss_coef: 0.001
 kl_loss_type: low_var_kl
 actor_train:
@@ -114,20 +119,22 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
                 "--num-return-sequences-in-group 4 --clip-ratio 0.2 --kl-coef 0.001 --kl-loss-type low_var_kl --lr 1e-3 "
                 "--weight-decay 0 --ppo-micro-batch-size 2 --gradient-accumulation-steps 2 --ppo-epochs 2 --lr-warmup-iters 3 "
                 "--lr-decay-style cosine --use-torch-fsdp2 --fsdp2-config-path " + strategy +
-                " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1",
+                " --infer-batch-size 4 --top-p 0.99 --top-k 100 --temperature 0.99 --rollout-ranks 1" + kRollDefaults,
       architecture, 3);
   EXPECT_NE(output.find("trainer FSDP (fsdp=2) on 2 rank(s), rollout on rank(s) 2"), std::string::npos) << output;
 
   const std::vector<YamlEdit> edits = {
       {"lr_scheduler_type: cosine", "lr_scheduler_type: polynomial",
        "key 'actor_train.training_args.lr_scheduler_type': expected constant, constant_with_warmup, linear or cosine"},
-      {"adv_estimator: grpo", "adv_estimator: reinforce", "key 'adv_estimator': must be grpo"},
-      {"kl_loss_coef: 0.001", "kl_loss_coef: 0.001\nuse_kl_loss: false", "key 'use_kl_loss': gives --kl-coef 0, another key gave it 0.001"},
+      {"adv_estimator: grpo", "adv_estimator: gae", "key 'adv_estimator': megacpp-grpo has grpo and reinforce, got 'gae'"},
+      {"adv_estimator: grpo", "adv_estimator: grpo\nnorm_std_type: batch", "key 'norm_std_type': adv_estimator grpo normalizes within"},
+      {"adv_estimator: grpo", "", "key 'adv_estimator': not given: ROLL's default is gae"},
+      {"pg_clip: 0.2", "pg_clip: 0.2\nlength_loss_weight: true", "key 'length_loss_weight': must be false"},
       {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",
        "key 'actor_infer.strategy_args.strategy_config': megacpp generates with its own engine"},
       {"  device_mapping: \"[2]\"", "  device_mapping: \"[3]\"",
        "key 'actor_infer.device_mapping': the rollout shares actor_train's ranks (colocated) or takes the ranks right after them"},
-      {"kl_loss_type: low_var_kl", "kl_loss_type: low_var_kl\nreward_clip: 10", "key 'reward_clip': not read by megacpp-grpo (it reads seed"},
+      {"kl_loss_type: low_var_kl", "kl_loss_type: low_var_kl\nrunning_reward: 10", "key 'running_reward': not read by megacpp-grpo (it reads seed"},
   };
   expect_refused_edits(kRlvrYaml, edits, dir, prompts, architecture, /*names_the_file=*/true);
   const auto twice = grpo(3, prompts + " --rl-config-path " + yaml + " --lr 1e-2", architecture);
@@ -142,6 +149,7 @@ response_length: 4
 num_return_sequences_in_group: 4
 ppo_epochs: 1
 adv_estimator: grpo
+use_kl_loss: true
 kl_loss_coef: 0.001
 actor_train:
   training_args:
@@ -196,7 +204,7 @@ TEST(GrpoProgram, RollsMegatronStrategyRunsAsMegatronsFlags) {
                 "--num-return-sequences-in-group 4 --kl-coef 0.001 --lr 1e-3 --weight-decay 0 --ppo-micro-batch-size 4 "
                 "--gradient-accumulation-steps 2 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer "
                 "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --infer-batch-size 4 "
-                "--temperature 0.99 --rollout-ranks 1",
+                "--temperature 0.99 --rollout-ranks 1" + kRollDefaults,
       architecture, 2);
   EXPECT_NE(output.find("trainer FSDP (fsdp=1), TP 2 (data-parallel 1) on 2 rank(s), rollout on rank(s) 2"), std::string::npos) << output;
 
@@ -212,6 +220,76 @@ TEST(GrpoProgram, RollsMegatronStrategyRunsAsMegatronsFlags) {
        "--moe-token-dispatcher-type flex: not supported (only allgather|alltoall|alltoall_seq)"},
   };
   expect_refused_edits(kMegatronRlvrYaml, edits, dir + "/megatron", prompts, architecture, /*names_the_file=*/false);
+}
+
+const std::string kReinforceYaml = R"(max_steps: 3
+rollout_batch_size: 8
+response_length: 1
+num_return_sequences_in_group: 8
+adv_estimator: reinforce
+norm_mean_type: group
+norm_std_type: batch
+reward_clip: 10
+advantage_clip: 1.5
+whiten_advantages: true
+whiten_rewards: false
+value_clip: 0.5
+dual_clip_loss: true
+pg_clip: 0.25
+use_pg_clip_range: true
+pg_clip_low: 0.2
+pg_clip_high: 0.28
+loss_agg_mode: seq-mean-token-sum
+difficulty_mask: true
+difficulty_low_threshold: 0.1
+difficulty_high_threshold: 0.95
+error_max_len_clip: true
+error_max_len_threshold: 2
+difficulty_loss_weight: false
+length_loss_weight: false
+use_kl_loss: true
+kl_loss_coef: 0.01
+actor_train:
+  training_args:
+    learning_rate: 1.0
+    per_device_train_batch_size: 8
+    gradient_accumulation_steps: 2
+  strategy_args:
+    strategy_name: fsdp2_train
+    strategy_config:
+      fsdp_size: 2
+  device_mapping: list(range(0,2))
+actor_infer:
+  generating_args:
+    temperature: 1.0
+  strategy_args:
+    strategy_name: hf_infer
+  device_mapping: list(range(0,2))
+)";
+
+// ROLL's algorithm keys (an Ascend RLVR example's: REINFORCE with whitening, clips, the dual clip
+// and the difficulty mask; pg_clip_low/high, a loss_agg_mode) are the flags they mean: a colocated
+// run over FSDP 2 from the YAML takes the steps of the run from the flags, and some responses are
+// left out (rewards from the first step: numbers as tokens, one-token answers).
+TEST(GrpoProgram, RollsAlgorithmKeysRunAsTheFlagsTheyMean) {
+  const std::string dir = testing::scratch_dir();
+  const std::string prompts = " --prompts " + testing::write_number_sum_prompts(dir, "train.jsonl", 24) + " --adam-eps 1";
+  const std::string strategy = testing::write_file(dir, "fsdp2.yaml", "strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n"
+                                                                       "    fsdp_size: 2\n");
+  const auto yaml_run = grpo(2, prompts + " --rl-config-path " + testing::write_file(dir, "rlvr.yaml", kReinforceYaml), testing::kGrpoNumbersModel);
+  const auto flags_run = grpo(2, prompts + " --train-iters 3 --rollout-batch-size 8 --response-length 1 "
+                                 "--num-return-sequences-in-group 8 --adv-estimator reinforce --norm-mean-type group --norm-std-type batch "
+                                 "--reward-clip 10 --advantage-clip 1.5 --whiten-advantages --dual-clip-ratio 1.5 --clip-ratio 0.25 "
+                                 "--clip-ratio-low 0.2 --clip-ratio-high 0.28 --loss-agg-mode seq-mean-token-sum --difficulty-mask "
+                                 "--difficulty-low-threshold 0.1 --difficulty-high-threshold 0.95 --error-max-len-clip "
+                                 "--error-max-len-threshold 2 --kl-coef 0.01 --lr 1 --ppo-micro-batch-size 8 --gradient-accumulation-steps 2 "
+                                 "--use-torch-fsdp2 --fsdp2-config-path " + strategy + " --temperature 1.0",
+                              testing::kGrpoNumbersModel);
+  ASSERT_EQ(yaml_run.status, 0) << yaml_run.output;
+  ASSERT_EQ(flags_run.status, 0) << flags_run.output;
+  EXPECT_EQ(grpo_step_lines(yaml_run.output).size(), 3u) << yaml_run.output;
+  EXPECT_EQ(grpo_step_lines(yaml_run.output), grpo_step_lines(flags_run.output));
+  EXPECT_GE(testing::count_matches(yaml_run.output, R"(\| responses kept 0\.[0-9]*[1-9][0-9]* \|)"), 1) << "some kept, some not\n" << yaml_run.output;
 }
 
 }  // namespace

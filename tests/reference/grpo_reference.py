@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """GRPO's advantages, PPO's dual-clipped policy loss and the KL estimators in NumPy, written from
 verl's core_algos.py (compute_grpo_outcome_advantage, compute_policy_loss, kl_penalty,
-agg_loss); shares no code with megacpp.
+agg_loss, whose sequence means count the responses with a token in the mask, as ROLL's); shares
+no code with megacpp.
 
 Reads a JSON object on stdin: scores [n], groups [n], log_probs / old_log_probs / ref_log_probs /
 mask [n][t], clip_low, clip_high, dual_clip, epsilon. Prints a JSON object: advantages (with and
 without dividing by the standard deviation), the policy loss under each aggregation, clip_fraction,
-approx_kl, and each KL estimator's per-token values and token-mean.
+approx_kl, the token-mean loss without the dual clip, and each KL estimator's per-token values and
+token-mean.
 """
 import json
 import sys
@@ -27,8 +29,10 @@ def grpo_advantages(scores, groups, divide_by_std, epsilon):
 def agg(loss, mask, mode):
     if mode == "token-mean":
         return (loss * mask).sum() / mask.sum()
-    sums = (loss * mask).sum(-1)
-    return sums.mean() if mode == "seq-mean-token-sum" else (sums / mask.sum(-1)).mean()
+    sums, tokens = (loss * mask).sum(-1), mask.sum(-1)
+    valid = tokens > 0
+    per_response = sums if mode == "seq-mean-token-sum" else sums / np.maximum(tokens, 1)
+    return per_response[valid].sum() / valid.sum()
 
 
 def policy_loss(lp, old, adv, mask, clip_low, clip_high, dual_clip, mode):
@@ -37,8 +41,10 @@ def policy_loss(lp, old, adv, mask, clip_low, clip_high, dual_clip, mode):
     l1 = -adv * ratio
     l2 = -adv * np.clip(ratio, 1 - clip_low, 1 + clip_high)
     clip1 = np.maximum(l1, l2)
-    clip2 = np.minimum(-adv * dual_clip, clip1)
-    losses = np.where(adv < 0, clip2, clip1)
+    if dual_clip:
+        losses = np.where(adv < 0, np.minimum(-adv * dual_clip, clip1), clip1)
+    else:
+        losses = clip1
     frac = ((l2 > l1) * mask).sum() / mask.sum()
     return agg(losses, mask, mode), frac, (-neg_kl * mask).sum() / mask.sum()
 
@@ -66,6 +72,7 @@ def main():
         loss, frac, approx_kl = policy_loss(lp, old, per_token, mask, d["clip_low"], d["clip_high"], d["dual_clip"], mode)
         out["loss " + mode] = float(loss)
     out["clip_fraction"], out["approx_kl"] = float(frac), float(approx_kl)
+    out["loss no dual clip"] = float(policy_loss(lp, old, per_token, mask, d["clip_low"], d["clip_high"], 0, "token-mean")[0])
     for name in ("kl", "abs", "mse", "low_var_kl"):
         values = kl(lp, ref, name)
         out["kl " + name] = values.tolist()

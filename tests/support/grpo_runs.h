@@ -27,6 +27,22 @@ inline std::string write_sum_prompts(const std::string& dir, const std::string& 
   return write_file(dir, name, lines);
 }
 
+// Numbers as tokens (NullTokenizer, 8 of them) and weights drawn wide: with one-token answers
+// (write_number_sum_prompts, --response-length 1) some responses are rewarded from the first step.
+inline const std::string kGrpoNumbersModel =
+    " --model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48"
+    " --tokenizer-type NullTokenizer --vocab-size 8 --max-position-embeddings 16 --seq-length 16 --seed 3 --init-method-std 0.5";
+
+// DIR/NAME with `count` JSON lines {"prompt": "a b", "answer": "(a + b) mod 8"}; returns the path.
+inline std::string write_number_sum_prompts(const std::string& dir, const std::string& name, int count) {
+  std::string lines;
+  for (int i = 0; i < count; ++i) {
+    lines += "{\"prompt\": \"" + std::to_string(i % 7) + " " + std::to_string(i % 5) + "\", \"answer\": \"" +
+             std::to_string((i % 7 + i % 5) % 8) + "\"}\n";
+  }
+  return write_file(dir, name, lines);
+}
+
 // megacpp-grpo on `ranks` local ranks with `model`'s flags and then `flags`.
 inline CommandResult grpo(int ranks, const std::string& flags, const std::string& model = kGrpoModel) {
   return run_command(std::string(MEGACPP_RUN_BINARY) + " --nproc-per-node " + std::to_string(ranks) + " --master-port 0 " +

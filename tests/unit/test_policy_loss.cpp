@@ -1,9 +1,11 @@
 // rl/policy_loss.h against tests/reference/grpo_reference.py (NumPy, written from verl's
 // core_algos.py) on a fixed batch: GRPO's group advantages (a group of one, a group whose
-// scores are all equal), the dual-clipped policy loss under the three aggregations, its clip
+// scores are all equal), the dual-clipped policy loss under the three aggregations (a response
+// without a counted token left out of the sequence means) and without the dual clip, its clip
 // fraction and approximate KL, and the four KL estimators; unknown names are refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <stdexcept>
 
@@ -11,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "rl/policy_loss.h"
+#include "rl/reward_shaping.h"
 #include "tests/support/command.h"
 #include "tests/support/distributed_test.h"
 
@@ -49,7 +52,7 @@ TEST(PolicyLoss, GrpoAdvantagesLossesAndKlAreTheNumPyReferences) {
   const at::Tensor log_probs = -torch::rand({n, tokens}) * 2;
   const at::Tensor old_log_probs = log_probs + torch::randn({n, tokens}) * 0.4;
   const at::Tensor ref_log_probs = log_probs + torch::randn({n, tokens}) * 0.6;
-  const at::Tensor lengths = torch::tensor({7, 3, 5, 1, 6, 2, 7, 4});
+  const at::Tensor lengths = torch::tensor({7, 3, 5, 1, 6, 0, 7, 4});  // one response without a counted token
   const at::Tensor mask = torch::arange(tokens).unsqueeze(0).lt(lengths.unsqueeze(1)).to(torch::kFloat);
   const rl::PolicyLossOptions options{0.2, 0.28, 3.0, rl::LossAggregation::kTokenMean};
 
@@ -76,6 +79,11 @@ TEST(PolicyLoss, GrpoAdvantagesLossesAndKlAreTheNumPyReferences) {
     EXPECT_NEAR(loss.clip_fraction, reference["clip_fraction"].get<double>(), 1e-6);
     EXPECT_NEAR(loss.approx_kl, reference["approx_kl"].get<double>(), 1e-5);
   }
+  rl::PolicyLossOptions no_dual = options;
+  no_dual.dual_clip = 0;
+  const double without = rl::clipped_policy_loss(policy, old_log_probs, per_token, mask, no_dual).loss.item<double>();
+  EXPECT_NEAR(without, reference["loss no dual clip"].get<double>(), 1e-5);
+  EXPECT_GT(std::abs(without - reference["loss token-mean"].get<double>()), 1e-4) << "the dual clip should bite on this batch";
   EXPECT_GT(reference["clip_fraction"].get<double>(), 0.0) << "the batch should clip some tokens";
   for (const std::string name : {"kl", "abs", "mse", "low_var_kl"}) {
     const at::Tensor kl = rl::kl_penalty(log_probs, ref_log_probs, rl::kl_estimator_named(name));
