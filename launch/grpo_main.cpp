@@ -6,7 +6,7 @@
 // --fsdp2-config-path, --load [--finetune] or --init-from-hf-path, --lr, --train-iters as the
 // number of steps, --save, --save-interval, --seed, --clip-grad). Its data flags may be left
 // out: the prompts are the data; those of its flags that mean nothing to a GRPO run (the data,
-// the batch sizes, loss scaling, logging) are refused naming what it reads instead. The learning
+// the batch sizes, loss scaling, profiling) are refused naming what it reads instead. The learning
 // rate is constant unless --lr-decay-style is given (Megatron's schedule over the optimizer
 // steps). Argument errors and failures exit 1.
 #include <csignal>
@@ -97,10 +97,7 @@ const std::vector<launch::UnreadFlag>& unread_flags() {
       {"loss-compute-mode", "the policy loss reads each micro-batch's logits whole"},
       {"loss-chunk-size", "the policy loss reads each micro-batch's logits whole"},
       {"calculate-per-token-loss", "the policy loss aggregates as --loss-agg-mode says"},
-      {"log-interval", "it logs every step"},
       {"peak-tflops", "it reports no TFLOP/s"},
-      {"tensorboard-dir", "it writes no TensorBoard events"},
-      {"tensorboard-log-interval", "it writes no TensorBoard events"},
       {"profile", "it has no profiler"},
       {"profile-step-start", "it has no profiler"},
       {"profile-step-end", "it has no profiler"},
@@ -198,6 +195,7 @@ void add_rlvr_config(launch::SplitCommandLine& split, rl::GrpoOptions& options, 
   options.train_strategy_yaml = config.train_strategy_yaml;
   options.train_strategy_source = config.source;
   options.trainer_ranks = config.trainer_ranks;
+  options.experiment = config.experiment;
 }
 
 }  // namespace
@@ -222,8 +220,10 @@ int main(int argc, char** argv) {
     options.train_strategy_yaml = from_config.train_strategy_yaml;
     options.train_strategy_source = from_config.train_strategy_source;
     options.trainer_ranks = from_config.trainer_ranks;
+    options.experiment = from_config.experiment;
     settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
     if (!given(split.rest, "lr-decay-style")) args.lr_decay_style = "constant";  // verl's default: no decay unless asked for
+    if (!given(split.rest, "log-interval")) args.log_interval = 1;                 // ROLL's logging_steps: every step
     training::keep_freed_host_memory();  // Note [Host memory]
     std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train
     return rl::run_grpo(std::move(args), options, program);

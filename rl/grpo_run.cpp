@@ -17,6 +17,7 @@
 #include "parallel/collectives.h"
 #include "parallel/launch_environment.h"
 #include "rl/exact_answer.h"
+#include "rl/grpo_log.h"
 #include "rl/remote_rollout.h"
 #include "settings/fsdp2_config_yaml.h"
 #include "settings/parallelism.h"
@@ -86,9 +87,6 @@ std::vector<size_t> step_prompts(int64_t step, int64_t batch, size_t count, uint
   return chosen;
 }
 
-std::string byte_size(int64_t bytes) {
-  return bytes >= (1 << 20) ? fmt::format("{:.1f} MiB", bytes / 1048576.0) : fmt::format("{:.1f} KiB", bytes / 1024.0);
-}
 
 class GrpoRun {
  public:
@@ -100,6 +98,9 @@ class GrpoRun {
     if (groups_ && groups_->is_worker()) return serve();
     build_trainer();
     read_data();
+    const RewardShaping shaping = step_settings(0).shaping;
+    log_ = std::make_unique<GrpoLog>(args_, setup_.runtime->rank() == 0,
+                                     shaping.max_len_mask || shaping.difficulty_mask || shaping.error_max_len_clip);
     log_start();
     train();
     return 0;
@@ -157,7 +158,6 @@ class GrpoRun {
   void train();
   GrpoSettings step_settings(int64_t step) const;
   void evaluate(int64_t step);
-  void log_step(int64_t step, const GrpoStepStats& stats, double seconds) const;
 
   settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
   const GrpoOptions options_;
@@ -178,6 +178,7 @@ class GrpoRun {
   std::unique_ptr<training::LearningRateSchedule> schedule_;  // over optimizer steps
   int64_t updates_per_step_ = 1, updates_ = 0;                 // optimizer steps per GRPO step, taken so far
   RewardFunction reward_;
+  std::unique_ptr<GrpoLog> log_;
 };
 
 void GrpoRun::build_trainer() {
@@ -270,9 +271,10 @@ void GrpoRun::log_start() const {
   for (const auto& note : args_.notes) spdlog::info("{}", note);
   const std::string rollout = groups_ ? fmt::format("rollout on rank(s) {}", parallel::rank_list(groups_->workers.global_ranks))
                                       : std::string("rollout colocated");
-  spdlog::info("megacpp-grpo | model {} | trainer {} on {} rank(s), {} | device {} | {} prompts from {}, {} per step x {} responses, "
+  spdlog::info("megacpp-grpo{} | model {} | trainer {} on {} rank(s), {} | device {} | {} prompts from {}, {} per step x {} responses, "
                "up to {} new tokens | KL coef {} ({})",
-               args_.model_type, args_.use_torch_fsdp2 ? setup_.mesh->describe() : std::string("no FSDP"), setup_.mesh->world_size(),
+               options_.experiment.empty() ? std::string() : " " + options_.experiment, args_.model_type,
+               args_.use_torch_fsdp2 ? setup_.mesh->describe() : std::string("no FSDP"), setup_.mesh->world_size(),
                rollout, setup_.device.str(), prompts_.size(), options_.prompts, options_.rollout_batch_size, options_.group_size,
                options_.response_length, options_.kl_coef, options_.kl_estimator);
 }
@@ -326,7 +328,7 @@ void GrpoRun::train() {
       training::set_learning_rate(*optimizer_, schedule_->at(updates_), schedule_->decoupled_at(updates_));
     };
     const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, engine(), reference_.get(), prompts, reward_, settings, mesh, trainers_);
-    log_step(step, stats, std::chrono::duration<double>(Clock::now() - start).count());
+    log_->step(step + 1, stats, schedule_->at(updates_), std::chrono::duration<double>(Clock::now() - start).count());
     progress_.iteration = step + 1;
     progress_.consumed_train += options_.rollout_batch_size;
     if (checkpointer_->due(progress_.iteration)) {
@@ -361,27 +363,7 @@ void GrpoRun::evaluate(int64_t step) {
   at::Tensor totals = torch::tensor({counted * correct, counted * static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
   parallel::all_reduce(trainers_, totals, parallel::ReduceOp::kSum).wait();
   totals = totals.to(torch::kCPU);
-  if (setup_.runtime->rank() == 0) {
-    std::printf("grpo eval | step %lld | held-out exact-answer reward %.4f (%lld of %lld prompts, greedy)\n", static_cast<long long>(step),
-                totals[0].item<double>() / totals[1].item<double>(), static_cast<long long>(totals[0].item<double>()),
-                static_cast<long long>(totals[1].item<double>()));
-    std::fflush(stdout);
-  }
-}
-
-void GrpoRun::log_step(int64_t step, const GrpoStepStats& stats, double seconds) const {
-  if (setup_.runtime->rank() != 0) return;
-  const GrpoSettings settings = step_settings(step);
-  const bool masked = settings.shaping.max_len_mask || settings.shaping.difficulty_mask || settings.shaping.error_max_len_clip;
-  const std::string kept = !masked ? std::string() : stats.skipped ? std::string(" | responses kept 0 (step skipped)")
-                                                                   : fmt::format(" | responses kept {:.4f}", stats.kept);
-  const std::string chunks = stats.sync.chunks > 0 ? fmt::format(" in {} chunk(s)", stats.sync.chunks) : std::string();
-  std::printf("grpo step %lld/%lld | reward %.4f | response length %.2f%s | kl %.5f | entropy %.4f | clip fraction %.4f | "
-              "policy loss %.5f | learning rate %.4E | weight sync %.3f s, %s%s | %.2f s\n",
-              static_cast<long long>(step + 1), static_cast<long long>(args_.train_iters), stats.reward, stats.response_length,
-              kept.c_str(), stats.update.kl, stats.update.entropy, stats.update.clip_fraction, stats.update.policy_loss,
-              schedule_->at(updates_), stats.sync.seconds, byte_size(stats.sync.bytes).c_str(), chunks.c_str(), seconds);
-  std::fflush(stdout);
+  log_->evaluation(step, totals[0].item<double>(), totals[1].item<double>());
 }
 
 }  // namespace

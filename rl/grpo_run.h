@@ -45,6 +45,7 @@ struct GrpoOptions {
   // ranks its device_mapping names (0: not given).
   std::string train_strategy_yaml, train_strategy_source;
   int trainer_ranks = 0;
+  std::string experiment;            // ROLL's exp_name, named in the first log line
 };
 
 // Runs on the launch environment's ranks (megacpp-run, torchrun). Returns the exit code; an error

@@ -113,6 +113,40 @@ void Reader::training_args(const YAML::Node& node, const std::string& key) {
   }
 }
 
+// The run's bookkeeping: its name, logging, tracking and resumption (ROLL's BaseConfig keys).
+bool Reader::run_key(const std::string& key, const YAML::Node& v) {
+  if (key == "logging_steps") {
+    flag(v, key, "log-interval");
+  } else if (key == "exp_name") {
+    config.experiment = text(v, key);
+  } else if (key == "resume_from_checkpoint") {
+    if (v.IsNull() || text(v, key) == "false" || text(v, key) == "False") return true;
+    flag(v, key, "load");  // a megacpp checkpoint: the run goes on from its iteration
+  } else if (key == "track_with") {
+    const std::string tracker = text(v, key);
+    const YAML::Node kwargs = root["tracker_kwargs"];
+    if (tracker == "tensorboard") {
+      if (!kwargs.IsMap() || !kwargs["log_dir"] || kwargs.size() != 1) fail(kwargs, "tracker_kwargs", "expected {log_dir: DIR} for tensorboard");
+      flag(kwargs["log_dir"], "tracker_kwargs.log_dir", "tensorboard-dir");
+    } else if (tracker == "stdout") {
+      if (kwargs.IsDefined() && !kwargs.IsNull() && kwargs.size() > 0) fail(kwargs, "tracker_kwargs", "stdout takes none");
+    } else {
+      fail(v, key, "megacpp-grpo tracks with tensorboard (event files in tracker_kwargs.log_dir) or stdout (its step lines), not '" +
+                       tracker + "'");
+    }
+  } else if (key == "tracker_kwargs") {
+    if (!root["track_with"]) fail(v, key, "goes with track_with");
+  } else if (key == "hydra") {  // Hydra's launcher: megacpp runs where it is started and writes no .hydra folder
+    const YAML::Node run = v["run"];
+    const bool plain = v.IsMap() && v.size() == 2 && run.IsMap() && run.size() == 1 && run["dir"] && run["dir"].Scalar() == "." &&
+                       v["output_subdir"] && v["output_subdir"].IsNull();
+    if (!plain) fail(v, key, "megacpp runs in the directory it is started in and writes no Hydra output: expected {run: {dir: .}, output_subdir: null}");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void Reader::top_level() {
   static const std::map<std::string, std::string> as_flags = {
       {"seed", "seed"}, {"max_steps", "train-iters"}, {"save_steps", "save-interval"}, {"eval_steps", "eval-interval"},
@@ -126,7 +160,7 @@ void Reader::top_level() {
       flag(v, key, found->second);
     } else if (key == "prompt_length") {
       prompt_length = v;
-    } else if (algorithm_key(item.first, key, v)) {
+    } else if (algorithm_key(item.first, key, v) || run_key(key, v)) {
       continue;
     } else if (key == "actor_train") {
       train = v;
@@ -136,8 +170,9 @@ void Reader::top_level() {
       ref = v;
     } else {
       unknown(item.first, key, "seed, max_steps, save_steps, eval_steps, rollout_batch_size, num_return_sequences_in_group, "
-                               "prompt_length, response_length, pretrain, output_dir, actor_train, actor_infer, reference and the "
-                               "algorithm's keys listed in docs/cli.md");
+                               "prompt_length, response_length, pretrain, output_dir, resume_from_checkpoint, logging_steps, "
+                               "track_with, tracker_kwargs, exp_name, hydra, actor_train, actor_infer, reference and the algorithm's "
+                               "keys listed in docs/cli.md");
     }
   }
   finish_algorithm();

@@ -17,6 +17,7 @@ struct RlvrConfig {
   std::string train_strategy_yaml;  // actor_train's {model_args, strategy_args}: an fsdp2 config ("" when absent)
   std::string source;               // "FILE (actor_train)", for the FSDP2 reader's errors
   int trainer_ranks = 0;            // how many ranks actor_train.device_mapping names (0: not given)
+  std::string experiment;           // exp_name ("" when absent)
 };
 
 }  // namespace megacpp::rl

@@ -84,6 +84,7 @@ struct Reader {
   // is not one; finish_algorithm() adds what their absence means in ROLL.
   bool algorithm_key(const YAML::Node& key_node, const std::string& key, const YAML::Node& value);
   void finish_algorithm();
+  bool run_key(const std::string& key, const YAML::Node& value);  // rl/rlvr_config.cpp
   bool boolean(const YAML::Node& node, const std::string& key) const;
   void training_args(const YAML::Node& node, const std::string& key);
   void megatron_strategy(const YAML::Node& config, const std::string& key);

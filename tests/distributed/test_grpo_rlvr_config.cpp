@@ -1,11 +1,13 @@
 // ROLL's RLVR pipeline YAML (rl/rlvr_config.h) read by megacpp-grpo as the flags it means: a run
 // from the YAML has the figures of the run from the flags, for an fsdp2_train actor beside a
 // rollout rank, for a megatron_train one (TP 2 with sequence parallelism, recompute) with its
-// megatron_infer reference, and for ROLL's algorithm keys (REINFORCE, whitening, clips, masks);
+// megatron_infer reference, and for ROLL's algorithm keys (REINFORCE, whitening, clips, masks)
+// and its run's bookkeeping (logging_steps, a TensorBoard tracker);
 // what megacpp cannot honour is refused naming the file, line and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,7 @@ TEST(GrpoProgram, RollsRlvrConfigRunsAsTheFlagsItMeans) {
       {"adv_estimator: grpo", "adv_estimator: grpo\nnorm_std_type: batch", "key 'norm_std_type': adv_estimator grpo normalizes within"},
       {"adv_estimator: grpo", "", "key 'adv_estimator': not given: ROLL's default is gae"},
       {"pg_clip: 0.2", "pg_clip: 0.2\nlength_loss_weight: true", "key 'length_loss_weight': must be false"},
+      {"pg_clip: 0.2", "pg_clip: 0.2\ntrack_with: wandb", "key 'track_with': megacpp-grpo tracks with tensorboard"},
       {"    strategy_name: hf_infer", "    strategy_name: vllm\n    strategy_config:\n      gpu_memory_utilization: 0.8",
        "key 'actor_infer.strategy_args.strategy_config': megacpp generates with its own engine"},
       {"  device_mapping: \"[2]\"", "  device_mapping: \"[3]\"",
@@ -268,29 +271,49 @@ actor_infer:
 )";
 
 // ROLL's algorithm keys (an Ascend RLVR example's: REINFORCE with whitening, clips, the dual clip
-// and the difficulty mask; pg_clip_low/high, a loss_agg_mode) are the flags they mean: a colocated
-// run over FSDP 2 from the YAML takes the steps of the run from the flags, and some responses are
-// left out (rewards from the first step: numbers as tokens, one-token answers).
-TEST(GrpoProgram, RollsAlgorithmKeysRunAsTheFlagsTheyMean) {
+// and the difficulty mask; pg_clip_low/high, a loss_agg_mode) and its run's bookkeeping (hydra,
+// exp_name, logging_steps, a TensorBoard tracker) are the flags they mean: a colocated run over
+// FSDP 2 from the YAML takes the steps of the run from the flags (the same lines every 2 steps
+// and the last, the same TensorBoard scalars every step, the reward the line prints), and some
+// responses are left out (rewards from the first step: numbers as tokens, one-token answers).
+TEST(GrpoProgram, RollsAlgorithmAndRunKeysRunAsTheFlagsTheyMean) {
   const std::string dir = testing::scratch_dir();
   const std::string prompts = " --prompts " + testing::write_number_sum_prompts(dir, "train.jsonl", 24) + " --adam-eps 1";
   const std::string strategy = testing::write_file(dir, "fsdp2.yaml", "strategy_args:\n  strategy_name: fsdp2_train\n  strategy_config:\n"
                                                                        "    fsdp_size: 2\n");
-  const auto yaml_run = grpo(2, prompts + " --rl-config-path " + testing::write_file(dir, "rlvr.yaml", kReinforceYaml), testing::kGrpoNumbersModel);
+  const std::string bookkeeping = "hydra:\n  run:\n    dir: .\n  output_subdir: null\nexp_name: number-sums\nlogging_steps: 2\n"
+                                  "track_with: tensorboard\ntracker_kwargs:\n  log_dir: " + dir + "/tb_yaml\n";
+  const std::string yaml = testing::write_file(dir, "rlvr.yaml", bookkeeping + kReinforceYaml);
+  const auto yaml_run = grpo(2, prompts + " --rl-config-path " + yaml, testing::kGrpoNumbersModel);
   const auto flags_run = grpo(2, prompts + " --train-iters 3 --rollout-batch-size 8 --response-length 1 "
                                  "--num-return-sequences-in-group 8 --adv-estimator reinforce --norm-mean-type group --norm-std-type batch "
                                  "--reward-clip 10 --advantage-clip 1.5 --whiten-advantages --dual-clip-ratio 1.5 --clip-ratio 0.25 "
                                  "--clip-ratio-low 0.2 --clip-ratio-high 0.28 --loss-agg-mode seq-mean-token-sum --difficulty-mask "
                                  "--difficulty-low-threshold 0.1 --difficulty-high-threshold 0.95 --error-max-len-clip "
                                  "--error-max-len-threshold 2 --kl-coef 0.01 --lr 1 --ppo-micro-batch-size 8 --gradient-accumulation-steps 2 "
-                                 "--use-torch-fsdp2 --fsdp2-config-path " + strategy + " --temperature 1.0",
+                                 "--use-torch-fsdp2 --fsdp2-config-path " + strategy + " --temperature 1.0 --log-interval 2 --tensorboard-dir " +
+                                 dir + "/tb_flags",
                               testing::kGrpoNumbersModel);
   ASSERT_EQ(yaml_run.status, 0) << yaml_run.output;
   ASSERT_EQ(flags_run.status, 0) << flags_run.output;
-  EXPECT_EQ(grpo_step_lines(yaml_run.output).size(), 3u) << yaml_run.output;
-  EXPECT_EQ(grpo_step_lines(yaml_run.output), grpo_step_lines(flags_run.output));
+  const std::vector<std::string> lines = grpo_step_lines(yaml_run.output);
+  ASSERT_EQ(lines.size(), 2u) << yaml_run.output;
+  EXPECT_EQ(lines[0].rfind("grpo step 2/3", 0), 0u) << lines[0];
+  EXPECT_EQ(lines, grpo_step_lines(flags_run.output));
+  EXPECT_NE(yaml_run.output.find("megacpp-grpo number-sums | model llama"), std::string::npos) << yaml_run.output;
   EXPECT_GE(testing::count_matches(yaml_run.output, R"(\| responses kept 0\.[0-9]*[1-9][0-9]* \|)"), 1) << "some kept, some not\n" << yaml_run.output;
-}
 
+  const auto from_yaml = testing::read_tensorboard(dir + "/tb_yaml"), from_flags = testing::read_tensorboard(dir + "/tb_flags");
+  for (const std::string tag : {"reward", "response-length", "responses-kept", "kl", "entropy", "clip-fraction", "policy-loss", "approx-kl",
+                                "learning-rate"}) {
+    for (int64_t step = 1; step <= 3; ++step) {
+      ASSERT_EQ(from_yaml.count({tag, step}), 1u) << tag << " at step " << step;
+      EXPECT_EQ(from_yaml.at({tag, step}), from_flags.at({tag, step})) << tag << " at step " << step;
+    }
+  }
+  std::smatch reward;
+  ASSERT_TRUE(std::regex_search(lines[0], reward, std::regex(R"(reward ([0-9.]+))")));
+  EXPECT_NEAR(from_yaml.at({"reward", 2}), std::stod(reward[1]), 1e-4);
+}
 }  // namespace
 }  // namespace megacpp

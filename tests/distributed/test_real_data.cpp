@@ -79,20 +79,6 @@ TEST(RealData, WeightedBlendDrawsFromEveryDataset) {
   EXPECT_NE(other.losses, blend.losses) << "the blend weights change nothing";
 }
 
-// (tag, step) -> value, as tests/reference/tensorboard_events.py decodes the event files.
-std::map<std::pair<std::string, int64_t>, double> read_tensorboard(const std::string& dir) {
-  const auto decoded = testing::run_command(testing::reference_script("tensorboard_events.py") + " " + dir);
-  EXPECT_EQ(decoded.status, 0) << decoded.output;
-  std::map<std::pair<std::string, int64_t>, double> values;
-  static const std::regex event(R"re("step": (-?\d+), "tag": "([^"]*)", "value": ([-0-9.eE+]+|NaN|Infinity))re");
-  std::istringstream lines(decoded.output);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, event)) values[{m[2], std::stoll(m[1])}] = std::stod(m[3]);
-  }
-  return values;
-}
-
 TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
   const std::string dir = testing::scratch_dir();
   const std::string data = fortune_dataset(dir, "cookie", "cookie");
@@ -110,7 +96,7 @@ TEST(RealData, ValidationExitIntervalAndTensorBoardMatchTheLog) {
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(TFLOP/s per rank: [0-9.]+ \| MFU: [0-9.]+% \|)"))) << out;
   EXPECT_NE(out.find("samples: train 64, validation 48, test 0"), std::string::npos) << out;
 
-  const auto tb = read_tensorboard(dir + "/tb");
+  const auto tb = testing::read_tensorboard(dir + "/tb");
   for (int64_t step = 1; step <= 6; ++step) {
     ASSERT_TRUE(tb.count({"lm loss", step})) << "step " << step;
     EXPECT_NEAR(tb.at({"lm loss", step}), run.losses[static_cast<size_t>(step - 1)], 1e-5 * run.losses[static_cast<size_t>(step - 1)]);

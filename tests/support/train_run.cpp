@@ -127,4 +127,17 @@ void expect_trained(const TrainRun& run, size_t iterations) {
   for (double loss : run.losses) EXPECT_TRUE(std::isfinite(loss) && loss > 0) << run.result.output;
 }
 
+std::map<std::pair<std::string, int64_t>, double> read_tensorboard(const std::string& dir) {
+  const auto decoded = run_command(reference_script("tensorboard_events.py") + " " + dir);
+  EXPECT_EQ(decoded.status, 0) << decoded.output;
+  std::map<std::pair<std::string, int64_t>, double> values;
+  static const std::regex event(R"re("step": (-?\d+), "tag": "([^"]*)", "value": ([-0-9.eE+]+|NaN|Infinity))re");
+  std::istringstream lines(decoded.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, event)) values[{m[2], std::stoll(m[1])}] = std::stod(m[3]);
+  }
+  return values;
+}
+
 }  // namespace megacpp::testing

@@ -69,4 +69,8 @@ std::string write_file(const std::string& dir, const std::string& name, const st
 // The whole of the file at `path` ("" when it cannot be read).
 std::string read_file(const std::string& path);
 
+// (tag, step) -> value of the TensorBoard event files in `dir`, as tests/reference/
+// tensorboard_events.py decodes them (independently of megacpp's writer).
+std::map<std::pair<std::string, int64_t>, double> read_tensorboard(const std::string& dir);
+
 }  // namespace megacpp::testing
