@@ -5,7 +5,7 @@
 // kl_coef x the KL to the reference (verl's use_kl_loss), and each micro-batch's backward is
 // scaled by its share of the batch (verl's micro / mini batch size). The caller clips and steps.
 // Under FSDP2 every rank of the mesh passes as many responses (gradients are reduced once, after
-// the last micro-batch) and the engine averages the ranks' gradients.
+// the last micro-batch) and the engine averages the data-parallel ranks' gradients.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "models/language_model.h"
+#include "parallel/group.h"
 #include "rl/policy_loss.h"
 
 namespace megacpp::rl {
@@ -33,6 +34,10 @@ struct ActorUpdate {
   int64_t micro_batch_size = 1;         // responses per forward (verl's ppo_micro_batch_size_per_gpu)
   c10::Device device = c10::Device(c10::kCPU);
   bool fsdp = false;                    // the actor is sharded: reduce gradients after the last micro-batch only
+  // Splits each sequence (Note [Ulysses]): every rank of the group is given the same batch, runs
+  // its slice of the positions and backpropagates its share of the loss (the engine divides the
+  // gradients by the data-parallel size, so the shares add up); the statistics are the group's.
+  parallel::Group ulysses = parallel::Group::single(0);
 };
 
 struct ActorUpdateStats {  // this rank's, each weighted by the micro-batches' shares

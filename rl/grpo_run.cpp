@@ -62,7 +62,6 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
     refuse("--seq-length " + std::to_string(args.seq_length) + " leaves no room for a prompt beside --response-length " +
            std::to_string(o.response_length));
   }
-  if (args.context_parallel_size > 1) refuse("--context-parallel-size: GRPO's rollout batches are not split by Ulysses yet");
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
   reward_shaping(o.objective);         // these throw naming the flag at fault
   policy_loss_options(o.objective);
@@ -171,7 +170,7 @@ class GrpoRun {
   std::unique_ptr<training::TrainingCheckpointer> checkpointer_;
   training::TrainingProgress progress_;
   std::unique_ptr<RolloutEngine> rollout_;  // colocated or remote
-  std::unique_ptr<SharedByTensorParallelGroup> shared_;  // beside TP: the rollout, once per TP group
+  std::unique_ptr<SharedByModelParallelGroup> shared_;  // beside TP: the rollout, once per TP group
   RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
   int64_t mini_batch_responses_ = 0;  // per optimizer step on each rank (0: the whole batch)
@@ -214,7 +213,10 @@ void GrpoRun::build_trainer() {
     rollout_ = std::make_unique<ColocatedRollout>(*rollout_model_);
     rollout_->sync(*actor_);
   }
-  if (setup_.mesh->tp().size() > 1) shared_ = std::make_unique<SharedByTensorParallelGroup>(*rollout_, setup_.mesh->tp(), setup_.device);
+  const parallel::DeviceMesh& mesh = *setup_.mesh;  // a TP or a Ulysses group trains on the same prompts (not both: refused)
+  if (mesh.tp().size() > 1 || mesh.ulysses().size() > 1) {
+    shared_ = std::make_unique<SharedByModelParallelGroup>(*rollout_, mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses(), setup_.device);
+  }
 }
 
 void GrpoRun::read_data() {
@@ -305,7 +307,8 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.clip_grad = args_.clip_grad;
   s.mini_batch_size = mini_batch_responses_;
   s.epochs = options_.epochs;
-  s.position_multiple = args_.sequence_parallel ? setup_.mesh->tp().size() : 1;
+  s.position_multiple = (args_.sequence_parallel ? setup_.mesh->tp().size() : 1) * setup_.mesh->ulysses().size();
+  s.update.ulysses = setup_.mesh->ulysses();
   return s;
 }
 
@@ -347,7 +350,7 @@ void GrpoRun::train() {
 }
 
 // Greedy answers to this data-parallel rank's share of the held-out prompts; the share answered
-// exactly, over the data-parallel ranks (each TP group's answers counted once).
+// exactly, over the data-parallel ranks (each TP or Ulysses group's answers counted once).
 void GrpoRun::evaluate(int64_t step) {
   if (eval_prompts_.empty()) return;
   heartbeat_.beat(fmt::format("evaluating at step {}", step));
@@ -359,7 +362,7 @@ void GrpoRun::evaluate(int64_t step) {
   const auto answers = engine().generate(mine, 1, greedy);
   double correct = 0;
   for (size_t i = 0; i < mine.size(); ++i) correct += reward_(mine[i], answers[i].tokens);
-  const double counted = setup_.mesh->tp().rank == 0 ? 1 : 0;
+  const double counted = setup_.mesh->tp().rank == 0 && setup_.mesh->ulysses().rank == 0 ? 1 : 0;
   at::Tensor totals = torch::tensor({counted * correct, counted * static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
   parallel::all_reduce(trainers_, totals, parallel::ReduceOp::kSum).wait();
   totals = totals.to(torch::kCPU);

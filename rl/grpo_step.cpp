@@ -49,11 +49,12 @@ ResponseOutcomes outcomes_of(const Rollouts& r, const RewardFunction& reward, co
   return o;
 }
 
-// Sums over the batch: every rank's, a tensor-parallel group's responses counted once (by its
-// first rank).
+// Sums over the batch: every rank's, a tensor-parallel or Ulysses group's responses counted once
+// (by its first rank).
 SumOverBatch batch_sum(const parallel::DeviceMesh& mesh, const parallel::Group& world, c10::Device device) {
   return [&mesh, &world, device](const at::Tensor& mine) {
-    at::Tensor total = (mesh.tp().rank == 0 ? mine : torch::zeros_like(mine)).to(device);
+    const bool counts = mesh.tp().rank == 0 && mesh.ulysses().rank == 0;
+    at::Tensor total = (counts ? mine : torch::zeros_like(mine)).to(device);
     parallel::all_reduce(world, total, parallel::ReduceOp::kSum).wait();
     return total.to(torch::kCPU);
   };

@@ -11,8 +11,9 @@
 // clip bites, as verl's ppo_mini_batch_size has it) and loads the new weights into the rollout's
 // model (RolloutEngine::sync).
 // Collective over the actor's mesh: every rank passes as many prompts, the ranks of a
-// tensor-parallel group the same ones (and a rollout that gives them the same responses:
-// rl::SharedByTensorParallelGroup); the gradients that TP leaves partial are summed over the group.
+// tensor-parallel or Ulysses group the same ones (and a rollout that gives them the same
+// responses: rl::SharedByModelParallelGroup); the gradients that TP leaves partial are summed over
+// the group, and a Ulysses group's ranks each train on their slice of the positions.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,7 @@ struct GrpoSettings {
   int64_t epochs = 1;
   std::function<void()> before_step;  // called before each optimizer step (a learning-rate schedule)
   // The forwards' positions are padded to a multiple of this: with sequence parallelism the TP
-  // size, which each sequence is split over inside the model.
+  // size, with Ulysses its group's, which each sequence is split over.
   int64_t position_multiple = 1;
 };
 

@@ -25,14 +25,17 @@ LossAggregation loss_aggregation_named(const std::string& name) {
   throw std::invalid_argument("loss_agg_mode " + name + ": expected token-mean, seq-mean-token-sum or seq-mean-token-mean");
 }
 
-at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how) {
+at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how, const at::Tensor& tokens) {
   check_same_shape(losses, mask, "aggregate");
   const at::Tensor m = mask.to(losses.scalar_type());
-  if (how == LossAggregation::kTokenMean) return masked_mean(losses, m);
+  const at::Tensor whole = tokens.defined() ? tokens.to(losses.scalar_type()) : m.sum(-1);
+  if (whole.dim() != 1 || whole.size(0) != m.size(0)) {
+    throw std::invalid_argument("aggregate: " + c10::str(whole.sizes()) + " token counts for " + std::to_string(m.size(0)) + " responses");
+  }
   const at::Tensor sums = (losses * m).sum(-1);
-  const at::Tensor tokens = m.sum(-1);
-  const at::Tensor per_response = how == LossAggregation::kSeqMeanTokenSum ? sums : sums / tokens.clamp_min(1);
-  return per_response.sum() / tokens.gt(0).sum().clamp_min(1);  // a response without a counted token does not count
+  if (how == LossAggregation::kTokenMean) return sums.sum() / whole.sum().clamp_min(1);
+  const at::Tensor per_response = how == LossAggregation::kSeqMeanTokenSum ? sums : sums / whole.clamp_min(1);
+  return per_response.sum() / whole.gt(0).sum().clamp_min(1);  // a response without a counted token does not count
 }
 
 KlEstimator kl_estimator_named(const std::string& name) {
@@ -59,7 +62,7 @@ at::Tensor kl_penalty(const at::Tensor& log_probs, const at::Tensor& ref_log_pro
 }
 
 PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& old_log_probs, const at::Tensor& advantages,
-                               const at::Tensor& mask, const PolicyLossOptions& options) {
+                               const at::Tensor& mask, const PolicyLossOptions& options, const at::Tensor& tokens) {
   check_same_shape(log_probs, old_log_probs, "clipped_policy_loss: log_probs and old_log_probs");
   check_same_shape(log_probs, advantages, "clipped_policy_loss: log_probs and advantages");
   check_same_shape(log_probs, mask, "clipped_policy_loss: log_probs and mask");
@@ -76,7 +79,7 @@ PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& ol
                                                    : torch::where(advantages < 0, torch::minimum(pessimistic, -advantages * options.dual_clip),
                                                                   pessimistic);
   PolicyLoss result;
-  result.loss = aggregate(losses, m, options.aggregation);
+  result.loss = aggregate(losses, m, options.aggregation, tokens);
   torch::NoGradGuard no_grad;
   result.clip_fraction = masked_mean(clipped.gt(unclipped).to(m.scalar_type()), m).item<double>();
   result.approx_kl = masked_mean(-log_ratio, m).item<double>();

@@ -18,7 +18,10 @@ namespace megacpp::rl {
 // "seq-mean-token-mean" (each response's mean, averaged over those responses).
 enum class LossAggregation { kTokenMean, kSeqMeanTokenSum, kSeqMeanTokenMean };
 LossAggregation loss_aggregation_named(const std::string& name);
-at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how);
+// `tokens` [responses]: each response's counted tokens over its whole sequence, when `losses` and
+// `mask` hold a slice of the positions (Ulysses): the result is then the slice's share, and the
+// shares of a sequence's slices add up to the aggregate of the whole. Undefined: mask.sum(-1).
+at::Tensor aggregate(const at::Tensor& losses, const at::Tensor& mask, LossAggregation how, const at::Tensor& tokens = {});
 
 // verl's kl_penalty estimators of KL(policy || reference) per token: "kl" (k1: log p - log r),
 // "abs" (|k1|), "mse" (k2: k1^2 / 2), "low_var_kl" (k3: r/p - log(r/p) - 1, clamped to [-10, 10]).
@@ -44,7 +47,8 @@ struct PolicyLoss {
 // clamped to [-20, 20]), per token max(-A ratio, -A clip(ratio)), and for A < 0 at most
 // -A dual_clip (unless 0); aggregated over the mask. `advantages` [responses, tokens] (a response's
 // advantage on each of its tokens).
+// `tokens` as aggregate()'s (clip_fraction and approx_kl stay the means over this mask's tokens).
 PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& old_log_probs, const at::Tensor& advantages,
-                               const at::Tensor& mask, const PolicyLossOptions& options = {});
+                               const at::Tensor& mask, const PolicyLossOptions& options = {}, const at::Tensor& tokens = {});
 
 }  // namespace megacpp::rl

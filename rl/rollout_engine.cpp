@@ -18,9 +18,9 @@ std::vector<inference::Generation> ColocatedRollout::generate(const Prompts& pro
   return inference::generate(model_, repeat_each(prompts, responses_per_prompt), sampling);
 }
 
-std::vector<inference::Generation> SharedByTensorParallelGroup::generate(const Prompts& prompts, int64_t responses_per_prompt,
+std::vector<inference::Generation> SharedByModelParallelGroup::generate(const Prompts& prompts, int64_t responses_per_prompt,
                                                                          const inference::Sampling& sampling) {
-  const bool first = tp_.rank == 0;
+  const bool first = group_.rank == 0;
   const auto mine = inner_.generate(first ? prompts : Prompts{}, responses_per_prompt, sampling);  // collective for a remote rollout
   parallel::TokenLists sent;  // the first rank's: each response's tokens, then whether each stopped
   std::vector<int64_t> stopped;
@@ -29,7 +29,7 @@ std::vector<inference::Generation> SharedByTensorParallelGroup::generate(const P
     stopped.push_back(g.stopped ? 1 : 0);
   }
   sent.push_back(stopped);
-  const parallel::TokenLists got = parallel::all_gather_token_lists(tp_, first ? sent : parallel::TokenLists{}, device_).front();
+  const parallel::TokenLists got = parallel::all_gather_token_lists(group_, first ? sent : parallel::TokenLists{}, device_).front();
   std::vector<inference::Generation> responses(got.size() - 1);
   for (size_t i = 0; i < responses.size(); ++i) {
     responses[i].tokens = got[i];

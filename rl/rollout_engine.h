@@ -41,21 +41,22 @@ class ColocatedRollout final : public RolloutEngine {
   models::LanguageModel& model_;
 };
 
-// The rollout of a tensor-parallel actor: the ranks of a TP group train on the same prompts, so
-// only the group's first rank asks `inner` for responses (the others ask for none: a remote
-// rollout generates each group's prompts once) and the group gets the first's, so that every
-// rank of the group trains on the very same tokens. Syncs as `inner` does (every rank gathers).
-class SharedByTensorParallelGroup final : public RolloutEngine {
+// The rollout of an actor split within a group of ranks that train on the same prompts (a
+// tensor-parallel group, or a Ulysses group splitting each sequence): only the group's first
+// rank asks `inner` for responses (the others ask for none: a remote rollout generates each
+// group's prompts once) and the group gets the first's, so that every rank of the group trains
+// on the very same tokens. Syncs as `inner` does (every rank gathers).
+class SharedByModelParallelGroup final : public RolloutEngine {
  public:
-  SharedByTensorParallelGroup(RolloutEngine& inner, const parallel::Group& tp, const c10::Device& device)
-      : inner_(inner), tp_(tp), device_(device) {}
+  SharedByModelParallelGroup(RolloutEngine& inner, const parallel::Group& group, const c10::Device& device)
+      : inner_(inner), group_(group), device_(device) {}
   std::vector<inference::Generation> generate(const Prompts& prompts, int64_t responses_per_prompt,
                                               const inference::Sampling& sampling) override;
   WeightSyncStats sync(models::LanguageModel& actor) override { return inner_.sync(actor); }
 
  private:
   RolloutEngine& inner_;
-  parallel::Group tp_;
+  parallel::Group group_;
   c10::Device device_;
 };
 

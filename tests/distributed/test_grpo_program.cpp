@@ -126,15 +126,16 @@ void expect_same_grpo_run(const testing::CommandResult& reference, const std::st
   testing::expect_same_params(reference_params, params, what);
 }
 
-// megacpp-grpo beside tensor parallelism (Megatron's TP for the actor, a whole rollout copy): the
-// same step and evaluation figures and final parameters as the layout without it — TP 2 as one
-// rank, TP 2 + SP x FSDP 2 as FSDP 2, TP 2 trainers beside a rollout rank as one trainer, and so
-// with LoRA adapters (merged into the rollout's weights).
+// megacpp-grpo beside tensor parallelism (Megatron's TP for the actor, a whole rollout copy) or
+// Ulysses: the same step and evaluation figures and final parameters as the layout without it —
+// TP 2 as one rank, TP 2 + SP x FSDP 2 as FSDP 2, TP 2 trainers beside a rollout rank as one
+// trainer, and so with LoRA adapters (merged into the rollout's weights); a Ulysses pair as one
+// rank, colocated and beside a rollout rank.
 // Numbers as tokens (testing::kGrpoNumbersModel, the vocabulary padded to 128 rows on both sides)
 // and one-token answers, so that some responses are rewarded from the first step; Adam's epsilon
 // far above the gradients makes its step scale with them (as SGD's), so that round-off is not
 // amplified into steps of the learning rate's size.
-TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
+TEST(GrpoProgram, TensorParallelAndUlyssesTrainersTakeTheStepsOfTheirDataParallelLayout) {
   const std::string model = testing::kGrpoNumbersModel;
   const std::string dir = testing::scratch_dir();
   auto sums = [&](const std::string& name, int count) { return testing::write_number_sum_prompts(dir, name, count); };
@@ -154,6 +155,8 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
       {2, " --use-torch-fsdp2", 4, tp + " --sequence-parallel", "TP 2 + SP x FSDP 2 against FSDP 2"},
       {2, " --rollout-ranks 1", 3, tp + " --rollout-ranks 1", "TP 2 trainers against 1 beside a rollout rank"},
       {2, lora + " --rollout-ranks 1", 3, tp + lora + " --rollout-ranks 1", "LoRA at TP 2 against 1 trainer, beside a rollout rank"},
+      {1, "", 2, " --context-parallel-size 2", "Ulysses 2 against 1 rank"},
+      {2, " --rollout-ranks 1", 3, " --context-parallel-size 2 --rollout-ranks 1", "a Ulysses pair against 1 trainer, beside a rollout rank"},
   };
   for (size_t i = 0; i < pairs.size(); ++i) {
     const Pair& p = pairs[i];
@@ -162,7 +165,8 @@ TEST(GrpoProgram, TensorParallelTrainersTakeTheStepsOfTheirDataParallelLayout) {
     ASSERT_EQ(reference.status, 0) << reference.output;
     EXPECT_EQ(count_matches(reference.output, R"(grpo step 1/3 \| reward 0\.0000)"), 0) << "rewards from the first step\n" << reference.output;
     const auto run = grpo(p.ranks, data + p.flags + " --dump-final-params " + params, model);
-    EXPECT_NE(run.output.find("TP 2 (data-parallel"), std::string::npos) << run.output;
+    const bool ulysses = p.flags.find("--context-parallel-size") != std::string::npos;
+    EXPECT_NE(run.output.find(ulysses ? "Ulysses 2 (data-parallel 1)" : "TP 2 (data-parallel"), std::string::npos) << run.output;
     EXPECT_EQ(count_matches(run.output, R"(held-out exact-answer reward [0-9.]+ \(\d of 6 prompts)"), 2) << "each answer counted once\n" << run.output;
     expect_same_grpo_run(reference, expected_params, run, params, p.what);
   }

@@ -6,7 +6,8 @@
 // a reference of another shape is refused naming the parameter. With the rollout on workers of
 // its own (Note [Remote rollout]) greedy responses are those of the actor's weights, the actor
 // learns as well, and a prompt beyond the context fails every rank naming worker and prompt. A
-// tensor-parallel actor (with and without sequence parallelism) takes one rank's steps.
+// tensor-parallel actor (with and without sequence parallelism) and a Ulysses one take one rank's
+// steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,7 +171,7 @@ struct GrpoTrace {
 };
 
 GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world, bool sequence_parallel, int steps,
-                  int64_t mini_batch_size = 0) {
+                  int64_t mini_batch_size = 0, rl::LossAggregation aggregation = rl::LossAggregation::kTokenMean) {
   auto llama = [&] {
     auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
     model->init_weights(0.2, 7);  // whole, before any split: one rank's weights
@@ -184,13 +185,16 @@ GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world
   auto actor = llama(), reference = llama();
   models::LlamaModel rollout_model(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
   rl::ColocatedRollout colocated(rollout_model);
-  rl::SharedByTensorParallelGroup shared(colocated, mesh.tp(), torch::kCPU);
-  rl::RolloutEngine& rollout = mesh.tp().size() > 1 ? static_cast<rl::RolloutEngine&>(shared) : colocated;
+  rl::SharedByModelParallelGroup shared(colocated, mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses(), torch::kCPU);
+  const bool one_sample_group = mesh.tp().size() > 1 || mesh.ulysses().size() > 1;
+  rl::RolloutEngine& rollout = one_sample_group ? static_cast<rl::RolloutEngine&>(shared) : colocated;
   rollout.sync(*actor);
   torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
   rl::GrpoSettings s = settings();
-  s.position_multiple = sequence_parallel ? mesh.tp().size() : 1;
+  s.position_multiple = (sequence_parallel ? mesh.tp().size() : 1) * mesh.ulysses().size();
+  s.update.ulysses = mesh.ulysses();
   s.mini_batch_size = mini_batch_size;
+  s.update.policy.aggregation = aggregation;
   GrpoTrace trace;
   for (int step = 0; step < steps; ++step) {
     const int dp_rank = mesh.data_parallel_rank();
@@ -211,15 +215,28 @@ void expect_close(const std::vector<double>& expected, const std::vector<double>
 }
 
 // With sequence parallelism the actor takes two optimizer steps per GRPO step (mini-batches of 8
-// of the 16 responses).
-TEST(GrpoStep, ATensorParallelActorTakesOneRanksSteps) {
-  for (const bool sequence_parallel : {false, true}) {
+// of the 16 responses). A Ulysses pair (each rank its half of every sequence's positions, the
+// loss's shares adding up) takes one rank's steps too, under each loss aggregation.
+TEST(GrpoStep, ATensorParallelOrUlyssesActorTakesOneRanksSteps) {
+  struct Layout {
+    int tp, ulysses;
+    bool sequence_parallel;
+    int64_t mini_batch;
+    rl::LossAggregation aggregation;
+    std::string what;
+  };
+  const std::vector<Layout> layouts = {
+      {2, 1, false, 0, rl::LossAggregation::kTokenMean, "TP 2"},
+      {2, 1, true, 8, rl::LossAggregation::kTokenMean, "TP 2 + SP, 2 mini-batches"},
+      {1, 2, false, 8, rl::LossAggregation::kTokenMean, "Ulysses 2, 2 mini-batches"},
+      {1, 2, false, 0, rl::LossAggregation::kSeqMeanTokenMean, "Ulysses 2, seq-mean-token-mean"},
+  };
+  for (const Layout& l : layouts) {
     testing::run_on_ranks(2, [&](parallel::DistributedRuntime& rt) {
-      const int64_t mini_batch = sequence_parallel ? 8 : 0;
-      const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6, mini_batch);
-      const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, 1, "sharding_size", "ulysses_size", 2));
-      const GrpoTrace split = grpo_on(mesh, rt.world(), sequence_parallel, 6, mini_batch);
-      const std::string what = sequence_parallel ? "TP 2 + SP, 2 mini-batches" : "TP 2";
+      const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6, l.mini_batch, l.aggregation);
+      const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, l.ulysses, "sharding_size", "ulysses_size", l.tp));
+      const GrpoTrace split = grpo_on(mesh, rt.world(), l.sequence_parallel, 6, l.mini_batch, l.aggregation);
+      const std::string& what = l.what;
       EXPECT_GT(*std::max_element(one.rewards.begin(), one.rewards.end()), 0.0) << "some responses rewarded: advantages not all 0";
       expect_close(one.rewards, split.rewards, what + " reward");
       expect_close(one.kls, split.kls, what + " KL");
