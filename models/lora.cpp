@@ -131,4 +131,16 @@ std::vector<std::string> apply_lora(LanguageModel& model, const LoraSettings& s)
   return adapted;
 }
 
+AdaptersDisabled::AdaptersDisabled(LanguageModel& model) {
+  for (auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* linear = dynamic_cast<Linear*>(item.value().get());
+    if (linear && linear->has_lora()) adapted_.push_back(linear);
+  }
+  for (Linear* linear : adapted_) linear->set_lora_enabled(false);
+}
+
+AdaptersDisabled::~AdaptersDisabled() {
+  for (Linear* linear : adapted_) linear->set_lora_enabled(true);
+}
+
 }  // namespace megacpp::models

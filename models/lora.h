@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/language_model.h"
+#include "models/layers/linear.h"
 
 namespace megacpp::models {
 
@@ -39,6 +40,20 @@ void add_lora_args(const LoraSettings& settings, nlohmann::json& args);
 // The settings a checkpoint's args record (rank 0 when they record none); `where` names the
 // checkpoint in errors.
 LoraSettings lora_settings_from_args(const nlohmann::json& args, const std::string& where);
+
+// PEFT's disable_adapter(): while it lives, no LoRA adapter of `model` adds to its layer's
+// output, so the model computes its base model's forward (verl's reference for a LoRA actor);
+// the adapters are back when it goes. Every rank of a sharded model must hold one alike.
+class AdaptersDisabled {
+ public:
+  explicit AdaptersDisabled(LanguageModel& model);
+  ~AdaptersDisabled();
+  AdaptersDisabled(const AdaptersDisabled&) = delete;
+  AdaptersDisabled& operator=(const AdaptersDisabled&) = delete;
+
+ private:
+  std::vector<Linear*> adapted_;
+};
 
 // Whether `name` (a parameter's path) is a LoRA adapter's: "...lora_A.weight" / "...lora_B.weight".
 bool is_lora_parameter(const std::string& name);

@@ -166,6 +166,7 @@ class GrpoRun {
   parallel::Group trainers_;
   std::unique_ptr<io::data::Tokenizer> tokenizer_;
   std::shared_ptr<models::LanguageModel> actor_, reference_, rollout_model_;
+  bool reference_is_base_ = false;  // the reference is the LoRA actor with its adapters off
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<training::TrainingCheckpointer> checkpointer_;
   training::TrainingProgress progress_;
@@ -184,7 +185,8 @@ void GrpoRun::build_trainer() {
   heartbeat_.beat("building, sharding and loading the actor and the reference");
   const bool has_weights = !args_.load.empty() || !args_.init_from_hf_path.empty();
   actor_ = training::build_model(args_, setup_.device);
-  training::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights);
+  // LoRA adapters a base checkpoint does not hold start from their initialization, as megacpp-train's.
+  training::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights || args_.lora.rank > 0);
   std::vector<at::Tensor> params = actor_->parameters();
   optimizer_ = training::make_optimizer(args_, params);
   checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
@@ -194,7 +196,10 @@ void GrpoRun::build_trainer() {
   } else if (has_weights) {
     training::load_model_weights(args_, *setup_.mesh, *actor_);
   }
-  if (options_.kl_coef > 0) {
+  // A LoRA actor's reference is its frozen base: the actor with its adapters off (verl's), unless
+  // --reference-load names another model.
+  reference_is_base_ = options_.kl_coef > 0 && args_.lora.rank > 0 && options_.reference_load.empty();
+  if (options_.kl_coef > 0 && !reference_is_base_) {
     settings::TrainingArguments reference = args_;
     if (!options_.reference_load.empty()) {
       reference.load = options_.reference_load;
@@ -274,11 +279,12 @@ void GrpoRun::log_start() const {
   const std::string rollout = groups_ ? fmt::format("rollout on rank(s) {}", parallel::rank_list(groups_->workers.global_ranks))
                                       : std::string("rollout colocated");
   spdlog::info("megacpp-grpo{} | model {} | trainer {} on {} rank(s), {} | device {} | {} prompts from {}, {} per step x {} responses, "
-               "up to {} new tokens | KL coef {} ({})",
+               "up to {} new tokens | KL coef {} ({}{})",
                options_.experiment.empty() ? std::string() : " " + options_.experiment, args_.model_type,
                args_.use_torch_fsdp2 ? setup_.mesh->describe() : std::string("no FSDP"), setup_.mesh->world_size(),
                rollout, setup_.device.str(), prompts_.size(), options_.prompts, options_.rollout_batch_size, options_.group_size,
-               options_.response_length, options_.kl_coef, options_.kl_estimator);
+               options_.response_length, options_.kl_coef, options_.kl_estimator,
+               reference_is_base_ ? "; reference: the actor without its LoRA adapters" : "");
 }
 
 GrpoSettings GrpoRun::step_settings(int64_t step) const {
@@ -309,6 +315,7 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.epochs = options_.epochs;
   s.position_multiple = (args_.sequence_parallel ? setup_.mesh->tp().size() : 1) * setup_.mesh->ulysses().size();
   s.update.ulysses = setup_.mesh->ulysses();
+  s.reference_is_actor_base = reference_is_base_;
   return s;
 }
 

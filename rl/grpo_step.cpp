@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "inference/sequence_log_probs.h"
+#include "models/lora.h"
 #include "parallel/collectives.h"
 #include "parallel/fsdp/grad_norm.h"
 #include "parallel/tensor_parallel.h"
@@ -154,7 +155,12 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
     inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
                                        s.update.device, world, mesh.ulysses(), s.position_multiple};
     batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
-    if (reference) batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
+    if (reference) {
+      batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;
+    } else if (s.reference_is_actor_base) {
+      const models::AdaptersDisabled base(actor);
+      batch.ref_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;
+    }
     stats.update = update_actor(actor, optimizer, batch, s, mesh);
     stats.sync = rollout.sync(actor);
   }

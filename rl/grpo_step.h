@@ -42,6 +42,9 @@ struct GrpoSettings {
   inference::Sampling sampling;      // the rollout's; its seed is this step's (vary it per step and rank)
   ActorUpdate update;                // its temperature should be the sampling's
   RewardShaping shaping;             // from scores to advantages (GRPO's by default)
+  // The reference log-probs are the actor's with its LoRA adapters off (verl's reference for a
+  // LoRA actor: the frozen base), `reference` being null.
+  bool reference_is_actor_base = false;
   int64_t infer_batch_size = 16;     // the forward-only passes' (ROLL's infer_batch_size)
   double clip_grad = 1.0;            // the gradients' global norm at most this (0: no clipping)
   // verl's ppo_mini_batch_size and ppo_epochs: the update makes one optimizer step per

@@ -22,6 +22,8 @@ class Linear : public parallel::Module {
   void add_lora(int64_t rank, double alpha, double dropout);
   bool has_lora() const { return lora_A_ != nullptr; }
   double lora_scaling() const { return lora_scaling_; }
+  // Whether the adapter adds to the output (models::AdaptersDisabled turns it off).
+  void set_lora_enabled(bool enabled) { lora_enabled_ = enabled; }
 
  protected:
   Tensors forward_tensors(const Tensors& inputs) override;
@@ -32,6 +34,7 @@ class Linear : public parallel::Module {
   at::Tensor bias_;    // [out] or undefined
   std::shared_ptr<Linear> lora_A_, lora_B_;
   double lora_scaling_ = 0.0, lora_dropout_ = 0.0;
+  bool lora_enabled_ = true;
 };
 
 // LoRA's two factors, Linears with PEFT's initialization (WeightInitMixin): the down

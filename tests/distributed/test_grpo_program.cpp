@@ -223,5 +223,29 @@ TEST(GrpoProgram, ARolloutWorkerThatNeverJoinsIsNamedWithinTheHangTimeout) {
   EXPECT_LT(seconds, 4 + 1 + 5 + 5) << "timeout, a poll, the grace period and some slack";
 }
 
+// verl's reference for a LoRA actor: the actor with its adapters off, its frozen base. A run
+// from a base checkpoint (the adapters start fresh) takes the steps of the run whose reference is
+// a second model loaded from a checkpoint of that base with zero adapters (--reference-load).
+TEST(GrpoProgram, ALoraActorsReferenceIsItsBaseModel) {
+  const std::string dir = testing::scratch_dir();
+  const std::string data = " --prompts " + testing::write_number_sum_prompts(dir, "train.jsonl", 20) +
+                           " --rollout-batch-size 8 --num-return-sequences-in-group 8 --response-length 1 --adam-eps 1 --kl-coef 0.1";
+  const std::string lora = " --lora-rank 4 --lora-alpha 8 --lora-target-modules all-linear";
+  const auto base = grpo(1, data + " --lr 0 --train-iters 1 --save " + dir + "/base", testing::kGrpoNumbersModel);
+  ASSERT_EQ(base.status, 0) << base.output;
+  const auto zero_adapters = grpo(1, data + lora + " --lr 0 --train-iters 1 --lora-save-base --save " + dir + "/zero", testing::kGrpoNumbersModel);
+  ASSERT_EQ(zero_adapters.status, 0) << zero_adapters.output;
+  const std::string run = data + lora + " --load " + dir + "/base --finetune --lr 1 --ppo-epochs 2 --train-iters 3";
+  const auto off = grpo(1, run, testing::kGrpoNumbersModel);
+  const auto second = grpo(1, run + " --reference-load " + dir + "/zero", testing::kGrpoNumbersModel);
+  ASSERT_EQ(off.status, 0) << off.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(off.output.find("reference: the actor without its LoRA adapters"), std::string::npos) << off.output;
+  EXPECT_EQ(second.output.find("reference: the actor without its LoRA adapters"), std::string::npos) << second.output;
+  EXPECT_EQ(testing::grpo_step_lines(off.output).size(), 3u) << off.output;
+  EXPECT_EQ(testing::grpo_step_lines(off.output), testing::grpo_step_lines(second.output));
+  EXPECT_EQ(count_matches(off.output, R"(\| kl 0\.00000 \|)"), 0) << "the actor moves away from its base\n" << off.output;
+}
+
 }  // namespace
 }  // namespace megacpp

@@ -8,9 +8,11 @@
 
 #include <torch/torch.h>
 
+#include "models/llama/llama_model.h"
 #include "models/lora.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/lora_runs.h"
+#include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
 
 namespace megacpp {
@@ -111,6 +113,31 @@ TEST(Lora, RefusesWhatItCannotAdaptByName) {
     EXPECT_NE(refused.result.status, 0) << flags;
     EXPECT_NE(refused.result.output.find(message), std::string::npos) << flags << "\n" << refused.result.output;
   }
+}
+
+// PEFT's disable_adapter(): while an AdaptersDisabled lives the LoRA model computes the forward of
+// a model without adapters from the same base weights; the adapters are back when it goes.
+TEST(Lora, DisabledAdaptersLeaveTheBaseModelsForward) {
+  auto build = [] {
+    auto model = std::make_shared<models::LlamaModel>(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
+    model->init_weights(0.2, 7);
+    return model;
+  };
+  const auto base = build(), adapted = build();
+  models::apply_lora(*adapted, {4, 8.0, 0.0, {"all-linear"}});
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  for (auto& item : adapted->named_parameters()) {
+    if (models::is_lora_parameter(item.key())) item.value().normal_(0, 0.1);  // lora_B too: adapters that change the output
+  }
+  const at::Tensor ids = torch::randint(50, {2, 6}, torch::kLong);
+  const at::Tensor with_adapters = (*adapted)(ids), without = (*base)(ids);
+  EXPECT_GT((with_adapters - without).abs().max().item<double>(), 1e-3) << "the adapters should change the logits";
+  {
+    const models::AdaptersDisabled off(*adapted);
+    EXPECT_TRUE(torch::allclose((*adapted)(ids), without, 1e-6, 1e-6));
+  }
+  EXPECT_TRUE(torch::equal((*adapted)(ids), with_adapters));
 }
 
 }  // namespace
