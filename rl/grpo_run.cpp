@@ -213,9 +213,12 @@ void GrpoRun::build_trainer() {
   }
   if (groups_) {
     rollout_ = std::make_unique<RemoteRollout>(*actor_, *groups_, sync_options());
-  } else {
+  } else if (setup_.mesh->tp().rank == 0 && setup_.mesh->ulysses().rank == 0) {
     rollout_model_ = rollout_model();
     rollout_ = std::make_unique<ColocatedRollout>(*rollout_model_);
+    rollout_->sync(*actor_);
+  } else {  // the group's first rank generates for it (SharedByModelParallelGroup below)
+    rollout_ = std::make_unique<SyncOnlyRollout>();
     rollout_->sync(*actor_);
   }
   const parallel::DeviceMesh& mesh = *setup_.mesh;  // a TP or a Ulysses group trains on the same prompts (not both: refused)

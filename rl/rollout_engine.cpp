@@ -1,5 +1,10 @@
 #include "rl/rollout_engine.h"
 
+#include <chrono>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
 #include "parallel/object_collectives.h"
 
 namespace megacpp::rl {
@@ -16,6 +21,20 @@ std::vector<inference::Generation> ColocatedRollout::generate(const Prompts& pro
                                                               const inference::Sampling& sampling) {
   if (prompts.empty()) return {};
   return inference::generate(model_, repeat_each(prompts, responses_per_prompt), sampling);
+}
+
+std::vector<inference::Generation> SyncOnlyRollout::generate(const Prompts& prompts, int64_t, const inference::Sampling&) {
+  if (!prompts.empty()) throw std::logic_error("SyncOnlyRollout: this rank holds no rollout model to generate with");
+  return {};
+}
+
+WeightSyncStats SyncOnlyRollout::sync(models::LanguageModel& actor) {
+  const auto start = std::chrono::steady_clock::now();
+  WeightSyncStats stats;
+  torch::NoGradGuard no_grad;
+  for_each_rollout_weight(actor, stats, [](const std::string&, const at::Tensor&) {});
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
 }
 
 std::vector<inference::Generation> SharedByModelParallelGroup::generate(const Prompts& prompts, int64_t responses_per_prompt,

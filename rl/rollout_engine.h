@@ -41,6 +41,18 @@ class ColocatedRollout final : public RolloutEngine {
   models::LanguageModel& model_;
 };
 
+// A colocated rollout's stand-in on the ranks of a TP or Ulysses group other than the first,
+// which SharedByModelParallelGroup asks for no responses: it holds no copy of the model and
+// takes part in each sync's gathers (collective over the actor's shard and TP groups) without
+// keeping what they give, so that a group holds one rollout copy, not one per rank.
+class SyncOnlyRollout final : public RolloutEngine {
+ public:
+  // Throws std::logic_error when asked for responses to any prompt.
+  std::vector<inference::Generation> generate(const Prompts& prompts, int64_t responses_per_prompt,
+                                              const inference::Sampling& sampling) override;
+  WeightSyncStats sync(models::LanguageModel& actor) override;
+};
+
 // The rollout of an actor split within a group of ranks that train on the same prompts (a
 // tensor-parallel group, or a Ulysses group splitting each sequence): only the group's first
 // rank asks `inner` for responses (the others ask for none: a remote rollout generates each
