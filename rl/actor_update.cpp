@@ -62,6 +62,7 @@ ActorUpdateStats actor_backward(models::LanguageModel& actor, const RolloutBatch
       kl = aggregate(kl_penalty(current.log_probs, mine(rows(batch.ref_log_probs)), update.kl), mask, update.policy.aggregation, tokens);
       loss = loss + update.kl_coef * kl;
     }
+    if (update.entropy_coef != 0) loss = loss - update.entropy_coef * aggregate(current.entropy, mask, update.policy.aggregation, tokens);
     (loss * share).backward();
     // The group's figures: the loss shares add up; the means are over every position's tokens.
     const double counted = mask.sum().item<double>();

@@ -2,7 +2,8 @@
 // runs one mini-batch: each micro-batch's forward with gradients gives every response token's
 // log-probability under the current policy (at the rollout's temperature); the loss is PPO's
 // clipped surrogate against the rollout's old log-probs with the responses' advantages, plus
-// kl_coef x the KL to the reference (verl's use_kl_loss), and each micro-batch's backward is
+// kl_coef x the KL to the reference (verl's use_kl_loss), minus entropy_coef x the entropy of the
+// policy at the response tokens (an exploration bonus), each aggregated alike; each micro-batch's backward is
 // scaled by its share of the batch (verl's micro / mini batch size). The caller clips and steps.
 // Under FSDP2 every rank of the mesh passes as many responses (gradients are reduced once, after
 // the last micro-batch) and the engine averages the data-parallel ranks' gradients.
@@ -29,6 +30,7 @@ struct RolloutBatch {
 struct ActorUpdate {
   PolicyLossOptions policy;
   double kl_coef = 0.001;               // verl's kl_loss_coef
+  double entropy_coef = 0;              // verl's entropy_coeff, ROLL's entropy_loss_coef: minus this x the entropy
   KlEstimator kl = KlEstimator::kK3;    // verl's kl_loss_type, low_var_kl by default
   double temperature = 1.0;             // the rollout's: the log-probs are those of what was sampled
   int64_t micro_batch_size = 1;         // responses per forward (verl's ppo_micro_batch_size_per_gpu)

@@ -306,6 +306,7 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.sampling.kv_cache = actor_->takes_kv_cache();
   s.shaping = reward_shaping(options_.objective);
   s.update.policy = policy_loss_options(options_.objective);
+  s.update.entropy_coef = options_.objective.entropy_coeff;
   s.update.kl_coef = options_.kl_coef;
   s.update.kl = kl_estimator_named(options_.kl_estimator);
   s.update.temperature = options_.temperature;

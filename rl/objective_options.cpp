@@ -41,6 +41,7 @@ bool read_objective_flag(ObjectiveOptions& o, const std::string& name, const std
   else if (name == "clip-ratio-high") o.clip_ratio_high = real();
   else if (name == "dual-clip-ratio") o.dual_clip_ratio = real();
   else if (name == "loss-agg-mode") o.loss_agg_mode = value;
+  else if (name == "entropy-coeff") o.entropy_coeff = real();
   else return false;
   return true;
 }

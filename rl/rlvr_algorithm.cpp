@@ -30,7 +30,8 @@ bool Reader::boolean(const YAML::Node& node, const std::string& key) const {
 
 bool Reader::algorithm_key(const YAML::Node& key_node, const std::string& key, const YAML::Node& v) {
   static const std::map<std::string, std::string> values = {
-      {"ppo_epochs", "ppo-epochs"}, {"kl_loss_type", "kl-loss-type"}, {"loss_agg_mode", "loss-agg-mode"}, {"adv_estimator", "adv-estimator"}};
+      {"ppo_epochs", "ppo-epochs"},       {"kl_loss_type", "kl-loss-type"},     {"loss_agg_mode", "loss-agg-mode"},
+      {"adv_estimator", "adv-estimator"}, {"entropy_loss_coef", "entropy-coeff"}};
   static const std::map<std::string, std::string> switches = {{"whiten_advantages", "whiten-advantages"}, {"max_len_mask", "max-len-mask"},
                                                                {"difficulty_mask", "difficulty-mask"}, {"error_max_len_clip", "error-max-len-clip"}};
   static const std::map<std::string, std::string> clips = {{"reward_clip", "reward-clip"}, {"advantage_clip", "advantage-clip"}};
@@ -53,12 +54,8 @@ bool Reader::algorithm_key(const YAML::Node& key_node, const std::string& key, c
     if (!v.IsNull()) flag(v, key, found->second);
   } else if (const auto found = fixed.find(key); found != fixed.end()) {
     require(v, key, found->second.first, found->second.second);
-  } else if (key == "gamma" || key == "entropy_loss_coef") {
-    const double expected = key == "gamma" ? 1 : 0;
-    if (std::stod(text(v, key)) != expected) {
-      fail(v, key, key == "gamma" ? "must be 1 (the outcome reward is the advantage of each of the response's tokens)"
-                                  : "must be 0 (the loss has no entropy bonus)");
-    }
+  } else if (key == "gamma") {
+    if (std::stod(text(v, key)) != 1) fail(v, key, "must be 1 (the outcome reward is the advantage of each of the response's tokens)");
   } else if (key == "value_clip" || key == "lambd") {
     if (!v.IsNull()) std::stod(text(v, key));  // a number, for the critic and GAE, which GRPO and REINFORCE have none of (as in ROLL)
   } else {

@@ -118,5 +118,39 @@ TEST(ActorUpdate, LossIsTheObjectiveOfTheLogits) {
   EXPECT_GT(stats.entropy, 0.0);
 }
 
+// verl's entropy_coeff: the loss less coef x the entropy aggregated as the policy loss, so the
+// gradients are those without it less coef x the entropy's.
+TEST(ActorUpdate, AnEntropyBonusSubtractsTheEntropysGradient) {
+  auto model = llama();
+  model->init_weights(0.2, 7);
+  const rl::RolloutBatch batch = fixed_batch(*model);
+  auto gradients = [&](double entropy_coef) {
+    model->zero_grad();
+    rl::ActorUpdate update = update_with(kResponses / 2);
+    update.entropy_coef = entropy_coef;
+    update.policy.aggregation = rl::LossAggregation::kSeqMeanTokenMean;
+    rl::actor_backward(*model, batch, update);
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  const auto without = gradients(0), with = gradients(0.3);
+  model->zero_grad();
+  for (int64_t first = 0; first < kResponses; first += kResponses / 2) {  // the entropy alone, micro-batch by micro-batch
+    auto rows = [&](const at::Tensor& t) { return t.narrow(0, first, kResponses / 2); };
+    const at::Tensor ids = rows(batch.ids);
+    const at::Tensor entropy = inference::token_log_probs((*model)(ids), ids, 0.8).entropy;
+    (rl::aggregate(entropy, rows(batch.response_mask), rl::LossAggregation::kSeqMeanTokenMean) * 0.5).backward();  // its share
+  }
+  const auto params = model->parameters();
+  double largest = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor expected = without[i] - 0.3 * params[i].grad();
+    EXPECT_TRUE(torch::allclose(with[i], expected, 1e-5, 1e-7)) << "parameter " << i;
+    largest = std::max(largest, params[i].grad().abs().max().item<double>());
+  }
+  EXPECT_GT(largest, 1e-4) << "the entropy should have a gradient";
+}
+
 }  // namespace
 }  // namespace megacpp
