@@ -48,6 +48,7 @@ const std::vector<launch::OwnFlag>& own_flags() {
       {"clip-ratio-high", true, "the ratio's upper clip, 1 + high (verl's clip_ratio_high, DAPO's clip-higher; default --clip-ratio)"},
       {"dual-clip-ratio", true, "negative advantages' loss at most -A x this (verl's clip_ratio_c; default 3; 0: none)"},
       {"loss-agg-mode", true, "token-mean (default), seq-mean-token-sum or seq-mean-token-mean (verl's and ROLL's loss_agg_mode)"},
+      {"importance-sampling", true, "token (default: each token's ratio) or seq (each response's, its tokens' mean log-ratio; ROLL's)"},
       {"entropy-coeff", true, "minus this x the policy's entropy at the response tokens in the loss (verl's; default 0)"},
       {"adv-estimator", true, "grpo (default: normalized within each prompt's group) or reinforce (ROLL's, normalized as --norm-mean-type and --norm-std-type say)"},
       {"norm-mean-type", true, "with reinforce: subtract the group's or the batch's mean score, or none (default)"},

@@ -43,6 +43,9 @@ ActorUpdateStats actor_backward(models::LanguageModel& actor, const RolloutBatch
     throw std::invalid_argument("actor update: " + std::to_string(scored) + " positions do not split over the Ulysses group of " +
                                 std::to_string(update.ulysses.size()));
   }
+  if (split && update.policy.sequence_ratio) {
+    throw std::invalid_argument("actor update: a sequence-level ratio needs every position of a response on one rank, not a Ulysses slice");
+  }
   auto mine = [&](const at::Tensor& t) { return split ? parallel::sequence_slice(t, 1, update.ulysses) : t; };
   ActorUpdateStats stats;
   for (int64_t first = 0; first < n; first += update.micro_batch_size) {

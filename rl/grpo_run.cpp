@@ -64,7 +64,9 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
   }
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
   reward_shaping(o.objective);         // these throw naming the flag at fault
-  policy_loss_options(o.objective);
+  if (policy_loss_options(o.objective).sequence_ratio && args.context_parallel_size > 1) {
+    refuse("--importance-sampling seq: a response's ratio needs all its positions, which --context-parallel-size splits over ranks");
+  }
 }
 
 // Prompt indices of step `step`: --rollout-batch-size of them, walking through the prompts in an

@@ -42,6 +42,7 @@ bool read_objective_flag(ObjectiveOptions& o, const std::string& name, const std
   else if (name == "dual-clip-ratio") o.dual_clip_ratio = real();
   else if (name == "loss-agg-mode") o.loss_agg_mode = value;
   else if (name == "entropy-coeff") o.entropy_coeff = real();
+  else if (name == "importance-sampling") o.importance_sampling = value;
   else return false;
   return true;
 }
@@ -90,6 +91,10 @@ PolicyLossOptions policy_loss_options(const ObjectiveOptions& o) {
   }
   if (o.dual_clip_ratio != 0 && !(o.dual_clip_ratio > 1)) refuse("--dual-clip-ratio must exceed 1 (or be 0: no dual clip)");
   p.dual_clip = o.dual_clip_ratio;
+  if (o.importance_sampling != "token" && o.importance_sampling != "seq") {
+    refuse("--importance-sampling " + o.importance_sampling + ": expected token (each token's ratio) or seq (each response's)");
+  }
+  p.sequence_ratio = o.importance_sampling == "seq";
   try {
     p.aggregation = loss_aggregation_named(o.loss_agg_mode);
   } catch (const std::invalid_argument& e) {

@@ -2,7 +2,7 @@
 // advantages (rl/reward_shaping.h: --adv-estimator, --norm-mean-type, --norm-std-type,
 // --reward-clip, --whiten-advantages, --advantage-clip and the masks) and how the policy loss
 // clips and aggregates them (rl/policy_loss.h: --clip-ratio, --clip-ratio-low/-high,
-// --dual-clip-ratio, --loss-agg-mode, --entropy-coeff).
+// --dual-clip-ratio, --loss-agg-mode, --entropy-coeff, --importance-sampling).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,7 @@ struct ObjectiveOptions {
   double dual_clip_ratio = 3.0;                           // verl's clip_ratio_c (0: none)
   std::string loss_agg_mode = "token-mean";               // verl's default
   double entropy_coeff = 0;                               // verl's entropy_coeff (ROLL's entropy_loss_coef)
+  std::string importance_sampling = "token";              // ROLL's: token or seq (each response's ratio)
 };
 
 // Takes `--name value` when it is an objective flag (a switch's value is "true"); false when it is

@@ -71,7 +71,9 @@ PolicyLoss clipped_policy_loss(const at::Tensor& log_probs, const at::Tensor& ol
   }
   const at::Tensor m = mask.to(log_probs.scalar_type());
   const at::Tensor log_ratio = (log_probs - old_log_probs).clamp(-20, 20);
-  const at::Tensor ratio = log_ratio.exp();
+  const at::Tensor ratio = options.sequence_ratio
+                               ? ((log_ratio * m).sum(-1, true) / m.sum(-1, true).clamp_min(1)).exp().expand_as(log_ratio)
+                               : log_ratio.exp();
   const at::Tensor unclipped = -advantages * ratio;
   const at::Tensor clipped = -advantages * ratio.clamp(1 - options.clip_low, 1 + options.clip_high);
   const at::Tensor pessimistic = torch::maximum(unclipped, clipped);

@@ -35,6 +35,9 @@ struct PolicyLossOptions {
   // dual_clip_loss is 1 + 2 x its pg_clip); 0: no dual clip.
   double dual_clip = 3.0;
   LossAggregation aggregation = LossAggregation::kTokenMean;
+  // ROLL's importance_sampling "seq": every token of a response takes the ratio of the response,
+  // exp of the mean of its tokens' log-ratios (over the mask), instead of its own.
+  bool sequence_ratio = false;
 };
 
 struct PolicyLoss {

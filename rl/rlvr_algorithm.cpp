@@ -31,7 +31,7 @@ bool Reader::boolean(const YAML::Node& node, const std::string& key) const {
 bool Reader::algorithm_key(const YAML::Node& key_node, const std::string& key, const YAML::Node& v) {
   static const std::map<std::string, std::string> values = {
       {"ppo_epochs", "ppo-epochs"},       {"kl_loss_type", "kl-loss-type"},     {"loss_agg_mode", "loss-agg-mode"},
-      {"adv_estimator", "adv-estimator"}, {"entropy_loss_coef", "entropy-coeff"}};
+      {"adv_estimator", "adv-estimator"}, {"entropy_loss_coef", "entropy-coeff"}, {"importance_sampling", "importance-sampling"}};
   static const std::map<std::string, std::string> switches = {{"whiten_advantages", "whiten-advantages"}, {"max_len_mask", "max-len-mask"},
                                                                {"difficulty_mask", "difficulty-mask"}, {"error_max_len_clip", "error-max-len-clip"}};
   static const std::map<std::string, std::string> clips = {{"reward_clip", "reward-clip"}, {"advantage_clip", "advantage-clip"}};
@@ -44,8 +44,7 @@ bool Reader::algorithm_key(const YAML::Node& key_node, const std::string& key, c
       {"add_token_level_kl", {"false", "the KL is a loss term (use_kl_loss, kl_loss_coef), not part of the reward"}},
       {"whiten_rewards", {"false", "the rewards are normalized by norm_mean_type / norm_std_type, not whitened per token"}},
       {"difficulty_loss_weight", {"false", "responses are not weighted by a dataset's difficulty"}},
-      {"length_loss_weight", {"false", "responses are not weighted by their lengths"}},
-      {"importance_sampling", {"token", "PPO's ratio is each token's"}}};
+      {"length_loss_weight", {"false", "responses are not weighted by their lengths"}}};
   if (const auto found = values.find(key); found != values.end()) {
     flag(v, key, found->second);
   } else if (const auto found = switches.find(key); found != switches.end()) {

@@ -89,6 +89,8 @@ TEST(GrpoProgram, RefusesBadInputNamingTheFlagFileAndLine) {
       {" --prompts " + prompts + " --loss-scale=1024",
        "--loss-scale: not read by megacpp-grpo (megacpp-grpo does not scale the loss, which fp16 needs; use --bf16)"},
       {" --prompts " + prompts + " --data-path " + dir + "/corpus", "--data-path: not read by megacpp-grpo (the prompts are the data: --prompts)"},
+      {" --prompts " + prompts + " --context-parallel-size 2 --importance-sampling seq",
+       "--importance-sampling seq: a response's ratio needs all its positions, which --context-parallel-size splits over ranks"},
   };
   for (const auto& [flags, message] : cases) {
     const auto run = grpo(2, common + flags);

@@ -253,6 +253,7 @@ length_loss_weight: false
 use_kl_loss: true
 kl_loss_coef: 0.01
 entropy_loss_coef: 0.01
+importance_sampling: seq
 actor_train:
   training_args:
     learning_rate: 1.0
@@ -291,7 +292,7 @@ TEST(GrpoProgram, RollsAlgorithmAndRunKeysRunAsTheFlagsTheyMean) {
                                  "--reward-clip 10 --advantage-clip 1.5 --whiten-advantages --dual-clip-ratio 1.5 --clip-ratio 0.25 "
                                  "--clip-ratio-low 0.2 --clip-ratio-high 0.28 --loss-agg-mode seq-mean-token-sum --difficulty-mask "
                                  "--difficulty-low-threshold 0.1 --difficulty-high-threshold 0.95 --error-max-len-clip "
-                                 "--error-max-len-threshold 2 --kl-coef 0.01 --entropy-coeff 0.01 --lr 1 --ppo-micro-batch-size 8 --gradient-accumulation-steps 2 "
+                                 "--error-max-len-threshold 2 --kl-coef 0.01 --entropy-coeff 0.01 --importance-sampling seq --lr 1 --ppo-micro-batch-size 8 --gradient-accumulation-steps 2 "
                                  "--use-torch-fsdp2 --fsdp2-config-path " + strategy + " --temperature 1.0 --log-interval 2 --tensorboard-dir " +
                                  dir + "/tb_flags",
                               testing::kGrpoNumbersModel);

@@ -7,7 +7,8 @@ no code with megacpp.
 Reads a JSON object on stdin: scores [n], groups [n], log_probs / old_log_probs / ref_log_probs /
 mask [n][t], clip_low, clip_high, dual_clip, epsilon. Prints a JSON object: advantages (with and
 without dividing by the standard deviation), the policy loss under each aggregation, clip_fraction,
-approx_kl, the token-mean loss without the dual clip, and each KL estimator's per-token values and
+approx_kl, the token-mean loss without the dual clip, the seq-mean-token-mean loss and clip fraction
+with ROLL's sequence-level ratio (importance_sampling "seq"), and each KL estimator's per-token values and
 token-mean.
 """
 import json
@@ -35,9 +36,13 @@ def agg(loss, mask, mode):
     return per_response[valid].sum() / valid.sum()
 
 
-def policy_loss(lp, old, adv, mask, clip_low, clip_high, dual_clip, mode):
+def policy_loss(lp, old, adv, mask, clip_low, clip_high, dual_clip, mode, sequence_ratio=False):
     neg_kl = np.clip(lp - old, -20, 20)
     ratio = np.exp(neg_kl)
+    if sequence_ratio:  # ROLL's importance_sampling "seq": each response's mean log-ratio
+        tokens = mask.sum(-1, keepdims=True)
+        mean = np.where(tokens > 0, (neg_kl * mask).sum(-1, keepdims=True) / np.maximum(tokens, 1), 0.0)
+        ratio = np.broadcast_to(np.exp(mean), neg_kl.shape)
     l1 = -adv * ratio
     l2 = -adv * np.clip(ratio, 1 - clip_low, 1 + clip_high)
     clip1 = np.maximum(l1, l2)
@@ -73,6 +78,8 @@ def main():
         out["loss " + mode] = float(loss)
     out["clip_fraction"], out["approx_kl"] = float(frac), float(approx_kl)
     out["loss no dual clip"] = float(policy_loss(lp, old, per_token, mask, d["clip_low"], d["clip_high"], 0, "token-mean")[0])
+    seq = policy_loss(lp, old, per_token, mask, d["clip_low"], d["clip_high"], d["dual_clip"], "seq-mean-token-mean", True)
+    out["loss sequence ratio"], out["clip_fraction sequence ratio"] = float(seq[0]), float(seq[1])
     for name in ("kl", "abs", "mse", "low_var_kl"):
         values = kl(lp, ref, name)
         out["kl " + name] = values.tolist()

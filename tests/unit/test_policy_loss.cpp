@@ -1,7 +1,8 @@
 // rl/policy_loss.h against tests/reference/grpo_reference.py (NumPy, written from verl's
 // core_algos.py) on a fixed batch: GRPO's group advantages (a group of one, a group whose
 // scores are all equal), the dual-clipped policy loss under the three aggregations (a response
-// without a counted token left out of the sequence means) and without the dual clip, its clip
+// without a counted token left out of the sequence means), without the dual clip and with ROLL's
+// sequence-level ratio, its clip
 // fraction and approximate KL, and the four KL estimators; unknown names are refused.
 #include <gtest/gtest.h>
 
@@ -84,6 +85,14 @@ TEST(PolicyLoss, GrpoAdvantagesLossesAndKlAreTheNumPyReferences) {
   const double without = rl::clipped_policy_loss(policy, old_log_probs, per_token, mask, no_dual).loss.item<double>();
   EXPECT_NEAR(without, reference["loss no dual clip"].get<double>(), 1e-5);
   EXPECT_GT(std::abs(without - reference["loss token-mean"].get<double>()), 1e-4) << "the dual clip should bite on this batch";
+  rl::PolicyLossOptions sequence = options;
+  sequence.sequence_ratio = true;
+  sequence.aggregation = rl::LossAggregation::kSeqMeanTokenMean;
+  const rl::PolicyLoss by_sequence = rl::clipped_policy_loss(policy, old_log_probs, per_token, mask, sequence);
+  EXPECT_NEAR(by_sequence.loss.item<double>(), reference["loss sequence ratio"].get<double>(), 1e-5);
+  EXPECT_NEAR(by_sequence.clip_fraction, reference["clip_fraction sequence ratio"].get<double>(), 1e-6);
+  EXPECT_GT(std::abs(by_sequence.loss.item<double>() - reference["loss seq-mean-token-mean"].get<double>()), 1e-4)
+      << "a sequence's ratio should differ from its tokens'";
   EXPECT_GT(reference["clip_fraction"].get<double>(), 0.0) << "the batch should clip some tokens";
   for (const std::string name : {"kl", "abs", "mse", "low_var_kl"}) {
     const at::Tensor kl = rl::kl_penalty(log_probs, ref_log_probs, rl::kl_estimator_named(name));

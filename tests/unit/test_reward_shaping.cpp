@@ -154,6 +154,7 @@ TEST(RewardShaping, FlagsThatCannotBeHonouredAreRefused) {
   refused([](auto& o) { o.dual_clip_ratio = 0.5; }, "--dual-clip-ratio");
   refused([](auto& o) { o.loss_agg_mode = "seq-sum"; }, "--loss-agg-mode");
   refused([](auto& o) { o.clip_ratio_low = 1.5; }, "--clip-ratio-low");
+  refused([](auto& o) { o.importance_sampling = "sequence"; }, "--importance-sampling sequence");
 }
 
 }  // namespace
