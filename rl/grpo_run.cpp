@@ -173,7 +173,7 @@ class GrpoRun {
   std::unique_ptr<training::TrainingCheckpointer> checkpointer_;
   training::TrainingProgress progress_;
   std::unique_ptr<RolloutEngine> rollout_;  // colocated or remote
-  std::unique_ptr<SharedByModelParallelGroup> shared_;  // beside TP: the rollout, once per TP group
+  std::unique_ptr<SharedByModelParallelGroup> shared_;  // beside TP or Ulysses: the rollout, once per group
   RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
   int64_t mini_batch_responses_ = 0;  // per optimizer step on each rank (0: the whole batch)
@@ -215,7 +215,7 @@ void GrpoRun::build_trainer() {
   }
   if (groups_) {
     rollout_ = std::make_unique<RemoteRollout>(*actor_, *groups_, sync_options());
-  } else if (setup_.mesh->tp().rank == 0 && setup_.mesh->ulysses().rank == 0) {
+  } else if (first_of_model_parallel_group(*setup_.mesh)) {
     rollout_model_ = rollout_model();
     rollout_ = std::make_unique<ColocatedRollout>(*rollout_model_);
     rollout_->sync(*actor_);
@@ -223,10 +223,8 @@ void GrpoRun::build_trainer() {
     rollout_ = std::make_unique<SyncOnlyRollout>();
     rollout_->sync(*actor_);
   }
-  const parallel::DeviceMesh& mesh = *setup_.mesh;  // a TP or a Ulysses group trains on the same prompts (not both: refused)
-  if (mesh.tp().size() > 1 || mesh.ulysses().size() > 1) {
-    shared_ = std::make_unique<SharedByModelParallelGroup>(*rollout_, mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses(), setup_.device);
-  }
+  const parallel::Group& group = model_parallel_group(*setup_.mesh);  // a TP or a Ulysses group trains on the same prompts
+  if (group.size() > 1) shared_ = std::make_unique<SharedByModelParallelGroup>(*rollout_, group, setup_.device);
 }
 
 void GrpoRun::read_data() {
@@ -375,7 +373,7 @@ void GrpoRun::evaluate(int64_t step) {
   const auto answers = engine().generate(mine, 1, greedy);
   double correct = 0;
   for (size_t i = 0; i < mine.size(); ++i) correct += reward_(mine[i], answers[i].tokens);
-  const double counted = setup_.mesh->tp().rank == 0 && setup_.mesh->ulysses().rank == 0 ? 1 : 0;
+  const double counted = first_of_model_parallel_group(*setup_.mesh) ? 1 : 0;
   at::Tensor totals = torch::tensor({counted * correct, counted * static_cast<double>(mine.size())}, torch::kDouble).to(setup_.device);
   parallel::all_reduce(trainers_, totals, parallel::ReduceOp::kSum).wait();
   totals = totals.to(torch::kCPU);

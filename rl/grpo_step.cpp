@@ -54,8 +54,7 @@ ResponseOutcomes outcomes_of(const Rollouts& r, const RewardFunction& reward, co
 // (by its first rank).
 SumOverBatch batch_sum(const parallel::DeviceMesh& mesh, const parallel::Group& world, c10::Device device) {
   return [&mesh, &world, device](const at::Tensor& mine) {
-    const bool counts = mesh.tp().rank == 0 && mesh.ulysses().rank == 0;
-    at::Tensor total = (counts ? mine : torch::zeros_like(mine)).to(device);
+    at::Tensor total = (first_of_model_parallel_group(mesh) ? mine : torch::zeros_like(mine)).to(device);
     parallel::all_reduce(world, total, parallel::ReduceOp::kSum).wait();
     return total.to(torch::kCPU);
   };

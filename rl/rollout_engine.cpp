@@ -9,6 +9,10 @@
 
 namespace megacpp::rl {
 
+const parallel::Group& model_parallel_group(const parallel::DeviceMesh& mesh) {
+  return mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses();
+}
+
 Prompts repeat_each(const Prompts& prompts, int64_t times) {
   Prompts repeated;
   for (const auto& prompt : prompts) {

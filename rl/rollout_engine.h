@@ -9,6 +9,7 @@
 
 #include "inference/generation.h"
 #include "models/language_model.h"
+#include "parallel/device_mesh.h"
 #include "parallel/group.h"
 #include "rl/weight_sync.h"
 
@@ -71,6 +72,12 @@ class SharedByModelParallelGroup final : public RolloutEngine {
   parallel::Group group_;
   c10::Device device_;
 };
+
+// The group of `mesh`'s ranks that train on the same prompts: its TP group, else its Ulysses group
+// (one rank's own when neither; megacpp refuses both at once); and whether this rank is its first,
+// the one that generates for it and counts its responses once.
+const parallel::Group& model_parallel_group(const parallel::DeviceMesh& mesh);
+inline bool first_of_model_parallel_group(const parallel::DeviceMesh& mesh) { return model_parallel_group(mesh).rank == 0; }
 
 // Each prompt `times` times in a row.
 Prompts repeat_each(const Prompts& prompts, int64_t times);

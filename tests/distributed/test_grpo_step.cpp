@@ -185,9 +185,8 @@ GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world
   auto actor = llama(), reference = llama();
   models::LlamaModel rollout_model(testing::tiny_llama(false, true), torch::TensorOptions().dtype(torch::kFloat));
   rl::ColocatedRollout colocated(rollout_model);
-  rl::SharedByModelParallelGroup shared(colocated, mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses(), torch::kCPU);
-  const bool one_sample_group = mesh.tp().size() > 1 || mesh.ulysses().size() > 1;
-  rl::RolloutEngine& rollout = one_sample_group ? static_cast<rl::RolloutEngine&>(shared) : colocated;
+  rl::SharedByModelParallelGroup shared(colocated, rl::model_parallel_group(mesh), torch::kCPU);
+  rl::RolloutEngine& rollout = rl::model_parallel_group(mesh).size() > 1 ? static_cast<rl::RolloutEngine&>(shared) : colocated;
   rollout.sync(*actor);
   torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
   rl::GrpoSettings s = settings();
