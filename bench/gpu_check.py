@@ -9,12 +9,15 @@ for one rank, so no collective runs), every logged loss compared:
                                   optimizer state in pinned host memory)                               1e-4
   fp32 with full recompute        against fp32 on the GPU                                              1e-4
   fp32 initialized on the meta device against fp32 on the GPU                                          1e-4
-Speed, side by side in this run: megacpp-train against PyTorch's own fully_shard
-(bench/pytorch_llama.py: eager, SDPA, bf16 MixedPrecisionPolicy, the same Llama, AdamW, clipping),
-each run --repeats times, alternating; time per iteration is the median after --warmup
-iterations; tokens/s and TFLOP/s come from it with megacpp's FLOPs per token for both; peak memory
-is the allocator's peak over the whole run (megacpp's last memory line, PyTorch's
-torch.cuda.max_memory_allocated at the end).
+  fp32 on one stream (MEGACPP_FSDP_STREAMS=0) against fp32 on the GPU (side streams)                1e-4
+Speed, side by side in this run: megacpp-train (FSDP2's side streams, Note [Streams]), megacpp-train
+on one stream, and PyTorch's own fully_shard (bench/pytorch_llama.py: eager, SDPA, bf16
+MixedPrecisionPolicy, the same Llama, AdamW, clipping), each run --repeats times, alternating;
+time per iteration is the median after --warmup iterations; tokens/s and TFLOP/s come from it
+with megacpp's FLOPs per token for all; peak memory is the allocator's peak over the whole run
+(megacpp's last memory line, PyTorch's torch.cuda.max_memory_allocated at the end). Then the same
+model with CPU offload, megacpp with side streams against one stream (--offload-iters): with one
+GPU there is no collective to overlap, but the host-device copies of shards and gradients are.
 
   python3 bench/gpu_check.py --build build-gpu --out DIR [--peak-tflops N] [--dry-run] [--reuse-logs]
 
@@ -145,7 +148,8 @@ class Check:
             self.compare("cpu_fp32_recompute", "cpu_fp32", 1e-4)
             run("cpu_fp32_meta_init", ["--init-model-with-meta-device"], env=on_cpu)
             self.compare("cpu_fp32_meta_init", "cpu_fp32", 1e-4)
-            for what in ["gpu_bf16", "gpu_fp32", "gpu_fp32_offload", "gpu_fp32_recompute", "gpu_fp32_meta_init"]:
+            for what in ["gpu_bf16", "gpu_fp32", "gpu_fp32_offload", "gpu_fp32_recompute", "gpu_fp32_meta_init",
+                         "gpu_fp32_one_stream"]:
                 self.skip(what + " (--dry-run: no GPU)")
             return
         run("gpu_bf16", ["--bf16"])
@@ -160,60 +164,111 @@ class Check:
         self.compare("gpu_fp32_recompute", "gpu_fp32", 1e-4)
         run("gpu_fp32_meta_init", ["--init-model-with-meta-device"])
         self.compare("gpu_fp32_meta_init", "gpu_fp32", 1e-4)
+        run("gpu_fp32_one_stream", [], env={"MEGACPP_FSDP_STREAMS": "0"})
+        self.compare("gpu_fp32_one_stream", "gpu_fp32", 1e-4)
 
-    def speed(self):
+    def speed_model(self):
         a = self.args
         model = dict(layers=a.layers, hidden=a.hidden, heads=a.heads, groups=a.groups, ffn=a.ffn, seq=a.seq,
                      vocab=a.vocab, micro=a.micro, batch=a.batch, iters=a.iters, lr=1e-4)
         if a.dry_run:
             model.update(layers=2, hidden=128, heads=4, groups=2, ffn=344, seq=128, vocab=1024, micro=1, batch=2, iters=a.warmup + 2)
-        device = [] if a.dry_run else ["--bf16", "--peak-tflops", a.peak_tflops]
+        return model
+
+    def speed(self):
+        """megacpp (side streams), megacpp on one stream (MEGACPP_FSDP_STREAMS=0) and PyTorch, alternating."""
+        a = self.args
+        model = self.speed_model()
         pytorch = [sys.executable, os.path.join(HERE, "pytorch_llama.py"), "--fsdp", "layers",
                    "--device", "cpu" if a.dry_run else "cuda"] + ([] if a.dry_run else ["--bf16"])
         pytorch += shape_flags(model) + ["--vocab-size", model["vocab"]]
-        tokens = model["batch"] * model["seq"]
-        env = {"CUDA_VISIBLE_DEVICES": ""} if a.dry_run else {}
-        rows = {"megacpp": [], "pytorch": []}
-        with_pytorch = a.reuse_logs or has_fully_shard()
-        if not with_pytorch:
+        sides = [("megacpp", {}, None)]
+        if a.dry_run:
+            self.skip("megacpp on one stream (--dry-run: the CPU has no streams)")
+        else:
+            sides.append(("megacpp_one_stream", {"MEGACPP_FSDP_STREAMS": "0"}, None))
+        if a.reuse_logs or has_fully_shard():
+            sides.append(("pytorch", {}, pytorch))
+        else:
             self.skip(f"the PyTorch side ({sys.executable} has no torch.distributed.fsdp.fully_shard)")
-        flops = None
-        for repeat in range(a.repeats):
-            output = self.megacpp(f"speed_megacpp_{repeat + 1}", model, device, env=env)
-            found = FLOPS_RE.search(output)
-            if not found:
-                raise RunFailed(f"speed_megacpp_{repeat + 1}: no 'training FLOPs/token' in its log")
-            flops = float(found.group(2))
-            rows["megacpp"].append(self.timing(output, MEGACPP_PEAK_RE))
-            if not with_pytorch:
-                continue
-            launcher = [os.path.join(a.build, "megacpp-run"), "--nproc-per-node", 1, "--master-port", 0]
-            output = self.execute(f"speed_pytorch_{repeat + 1}", launcher + pytorch, env)
-            found = TOKENS_RE.search(output)
-            if not found or int(found.group(1)) != tokens:
-                raise RunFailed(f"speed_pytorch_{repeat + 1} trained {found.group(1) if found else 'an unknown number of'} "
-                                f"tokens per iteration, not {tokens} (other --batch or --seq?)")
-            rows["pytorch"].append(self.timing(output, PYTORCH_PEAK_RE))
-        for side, runs in rows.items():
-            for repeat, run in enumerate(runs, 1):
-                tokens_per_s = tokens / (run["ms"] / 1000.0)
-                tflops = tokens_per_s * flops / 1e12
-                entry = dict(side=side, repeat=repeat, ms=run["ms"], tokens_per_s=tokens_per_s, tflops=tflops,
-                             mfu=tflops / a.peak_tflops if a.peak_tflops > 0 else None, peak_mib=run["peak"],
-                             parameters=run["parameters"], model=model)
-                self.results["speed"].append(entry)
+        self.measure("speed", model, sides, a.warmup)
         if len({r["parameters"] for r in self.results["speed"]}) != 1:
             raise RunFailed("megacpp and PyTorch built models of different sizes: "
                             f"{sorted({r['parameters'] for r in self.results['speed']})}")
 
-    def timing(self, output, peak_re):
-        times = [float(t) for t in TIME_RE.findall(output)][self.args.warmup:]
+    def offload_speed(self):
+        """megacpp with CPU offload, side streams against one stream, alternating: the host-device copies
+        of the shards and gradients are what the copy-in and reduce-scatter streams can overlap on one GPU."""
+        a = self.args
+        if a.dry_run:
+            return self.skip("offload speed (--dry-run: offload needs a GPU)")
+        model = dict(self.speed_model(), iters=a.offload_iters)
+        sides = [("megacpp", {}, None), ("megacpp_one_stream", {"MEGACPP_FSDP_STREAMS": "0"}, None)]
+        self.measure("offload_speed", model, sides, a.offload_warmup, config=self.offload_yaml)
+
+    def measure(self, section, model, sides, warmup, config=None):
+        """Runs each side --repeats times, alternating; a side is (name, environment, PyTorch command or None)."""
+        a = self.args
+        device = [] if a.dry_run else ["--bf16", "--peak-tflops", a.peak_tflops]
+        tokens = model["batch"] * model["seq"]
+        cpu_only = {"CUDA_VISIBLE_DEVICES": ""} if a.dry_run else {}
+        rows, flops = [], None
+        for repeat in range(1, a.repeats + 1):
+            for side, env, pytorch in sides:
+                name = f"{section}_{side}_{repeat}"
+                if pytorch is None:
+                    output = self.megacpp(name, model, device, config=config, env=dict(cpu_only, **env))
+                    found = FLOPS_RE.search(output)
+                    if not found:
+                        raise RunFailed(f"{name}: no 'training FLOPs/token' in its log")
+                    flops = float(found.group(2))
+                    rows.append((side, repeat, self.timing(output, MEGACPP_PEAK_RE, warmup)))
+                    continue
+                launcher = [os.path.join(a.build, "megacpp-run"), "--nproc-per-node", 1, "--master-port", 0]
+                output = self.execute(name, launcher + pytorch, dict(cpu_only, **env))
+                found = TOKENS_RE.search(output)
+                if not found or int(found.group(1)) != tokens:
+                    raise RunFailed(f"{name} trained {found.group(1) if found else 'an unknown number of'} "
+                                    f"tokens per iteration, not {tokens} (other --batch or --seq?)")
+                rows.append((side, repeat, self.timing(output, PYTORCH_PEAK_RE, warmup)))
+        self.results[section] = []
+        for side, repeat, run in rows:
+            tokens_per_s = tokens / (run["ms"] / 1000.0)
+            tflops = tokens_per_s * flops / 1e12
+            self.results[section].append(dict(
+                side=side, repeat=repeat, ms=run["ms"], tokens_per_s=tokens_per_s, tflops=tflops,
+                mfu=tflops / a.peak_tflops if a.peak_tflops > 0 else None, peak_mib=run["peak"],
+                parameters=run["parameters"], model=model, warmup=warmup, config="offload" if config else "layers"))
+
+    def timing(self, output, peak_re, warmup):
+        times = [float(t) for t in TIME_RE.findall(output)][warmup:]
         peaks = peak_re.findall(output)  # the last: megacpp's first line predates the optimizer state
         parameters = PARAMS_RE.search(output)
         if not times or not parameters:
             raise RunFailed("a speed run's log has no iteration times after the warm-up, or no parameter count")
         return {"ms": statistics.median(times), "peak": float(peaks[-1]) if peaks else None,
                 "parameters": int(parameters.group(1))}
+
+    def speed_table(self, runs):
+        m, sides = runs[0]["model"], list(dict.fromkeys(s["side"] for s in runs))
+        lines = [f"Llama {runs[0]['parameters'] / 1e9:.2f} B parameters ({m['layers']} layers, hidden "
+                 f"{m['hidden']}, {m['heads']} heads, {m['groups']} query groups, FFN {m['ffn']}, vocabulary "
+                 f"{m['vocab']}), sequence {m['seq']}, micro-batch {m['micro']}, global batch {m['batch']}; median "
+                 f"ms per iteration after {runs[0]['warmup']} warm-up iterations of {m['iters']}, runs in the "
+                 f"order {', '.join(sides)}, {sides[0]}, ...", "",
+                 "| side | run | ms/iteration | tokens/s | TFLOP/s | MFU | peak allocated (MiB) |",
+                 "|---|---|---|---|---|---|---|"]
+        for s in runs:
+            mfu = f"{100 * s['mfu']:.1f}%" if s["mfu"] is not None else "-"
+            peak = f"{s['peak_mib']:.0f}" if s["peak_mib"] is not None else "-"
+            lines.append(f"| {s['side']} | {s['repeat']} | {s['ms']:.1f} | {s['tokens_per_s']:.0f} | "
+                         f"{s['tflops']:.1f} | {mfu} | {peak} |")
+        mean = {side: statistics.mean(s["tokens_per_s"] for s in runs if s["side"] == side) for side in sides}
+        for side in sides[1:]:
+            ratio = mean["megacpp"] / mean[side]
+            self.results[f"{runs[0]['config']}_megacpp_over_{side}_tokens_per_s"] = ratio
+            lines += ["", f"megacpp's tokens/s / {side}'s (means of the runs): {ratio:.3f}"]
+        return lines
 
     def report(self):
         r = self.results
@@ -223,25 +278,9 @@ class Check:
         for c in r["comparisons"]:
             lines.append(f"| {c['run']} | {c['against']} | {c['largest_relative_difference']:.2e} | {c['limit']:g} | "
                          f"{'ok' if c['ok'] else 'FAILED'} |")
-        if r["speed"]:
-            m = r["speed"][0]["model"]
-            lines += ["", f"Llama {r['speed'][0]['parameters'] / 1e9:.2f} B parameters ({m['layers']} layers, hidden "
-                      f"{m['hidden']}, {m['heads']} heads, {m['groups']} query groups, FFN {m['ffn']}, vocabulary "
-                      f"{m['vocab']}), sequence {m['seq']}, micro-batch {m['micro']}, global batch {m['batch']}; median "
-                      f"ms per iteration after {self.args.warmup} warm-up iterations of {m['iters']}, runs in the "
-                      f"order megacpp, PyTorch, megacpp, ...", "",
-                      "| side | run | ms/iteration | tokens/s | TFLOP/s | MFU | peak allocated (MiB) |",
-                      "|---|---|---|---|---|---|---|"]
-            for s in r["speed"]:
-                mfu = f"{100 * s['mfu']:.1f}%" if s["mfu"] is not None else "-"
-                peak = f"{s['peak_mib']:.0f}" if s["peak_mib"] is not None else "-"
-                lines.append(f"| {s['side']} | {s['repeat']} | {s['ms']:.1f} | {s['tokens_per_s']:.0f} | "
-                             f"{s['tflops']:.1f} | {mfu} | {peak} |")
-            pytorch = [s["tokens_per_s"] for s in r["speed"] if s["side"] == "pytorch"]
-            if pytorch:
-                ratio = statistics.mean(s["tokens_per_s"] for s in r["speed"] if s["side"] == "megacpp") / statistics.mean(pytorch)
-                r["megacpp_over_pytorch_tokens_per_s"] = ratio
-                lines += ["", f"megacpp's tokens/s / PyTorch's (means of the runs): {ratio:.3f}"]
+        for section, title in [("speed", "Speed"), ("offload_speed", "Speed with CPU offload (`offload_to_cpu`)")]:
+            if r.get(section):
+                lines += ["", f"{title}:", ""] + self.speed_table(r[section])
         if r["failures"]:
             lines += ["", "Failed: " + "; ".join(f.splitlines()[0] for f in r["failures"])]
         if r["skipped"]:
@@ -268,18 +307,19 @@ def main():
     p.add_argument("--out", required=True, help="where the logs, gpu_check.json and gpu_check.md go")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="the device's dense bf16 peak, for MFU")
     p.add_argument("--dry-run", action="store_true", help="no GPU: the CPU runs only, and a tiny speed run")
-    p.add_argument("--sections", default="cs", help="c: correctness, s: speed")
+    p.add_argument("--sections", default="cso", help="c: correctness, s: speed, o: speed with CPU offload")
     p.add_argument("--device-name", default="", help="the card's name, for the report")
     p.add_argument("--reuse-logs", action="store_true",
                    help="run nothing: read the logs an earlier run left in --out and report them again")
     p.add_argument("--run-timeout", type=int, default=240, help="seconds after which a run is killed and counted failed")
     for name, default in [("layers", 16), ("hidden", 2048), ("heads", 16), ("groups", 8), ("ffn", 5632),
                           ("seq", 4096), ("vocab", 32000), ("micro", 4), ("batch", 8), ("iters", 15),
-                          ("warmup", 5), ("repeats", 2)]:
+                          ("warmup", 5), ("repeats", 2), ("offload-iters", 8), ("offload-warmup", 3)]:
         p.add_argument("--" + name, type=int, default=default)
     args = p.parse_args()
-    if args.iters <= args.warmup:
-        p.error(f"--iters {args.iters} leaves no iteration after --warmup {args.warmup}")
+    for iters, warmup in [("iters", "warmup"), ("offload_iters", "offload_warmup")]:
+        if getattr(args, iters) <= getattr(args, warmup):
+            p.error(f"--{iters} {getattr(args, iters)} leaves no iteration after --{warmup} {getattr(args, warmup)}")
     os.makedirs(args.out, exist_ok=True)
     check = Check(args)
     if args.device_name:
@@ -297,6 +337,8 @@ def main():
         check.correctness()
     if "s" in args.sections:
         check.step("speed", check.speed)
+    if "o" in args.sections:
+        check.step("offload speed", check.offload_speed)
     check.report()
     if check.results["failures"] or not all(c["ok"] for c in check.results["comparisons"]):
         sys.exit("gpu_check: a run or a comparison failed (above)")

@@ -8,6 +8,7 @@
 
 #include "parallel/collectives.h"
 #include "parallel/device_mesh.h"
+#include "parallel/fsdp/comm_streams.h"
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/fsdp/options.h"
 
@@ -42,6 +43,8 @@ class FSDPParamGroup {
 
  private:
   enum class State { kSharded, kGathering, kUnsharded };
+  void wait_for_gather();  // the current stream waits for the all-gather in flight
+  void release_gather_buffers();  // Note [Streams]: once the copy-out has read them
 
   std::string name_;
   std::vector<std::unique_ptr<FSDPParam>> params_;
@@ -52,10 +55,13 @@ class FSDPParamGroup {
   at::ScalarType reduce_dtype_;
   int64_t shard_numel_ = 0;  // sum of padded_numel: one rank's flat shard
   State state_ = State::kSharded;
-  at::Tensor gather_output_;  // [world, shard_numel] param_dtype; only while gathering
+  CommStreams* streams_;  // Note [Streams]; null: everything on the current stream
+  at::Tensor gather_input_, gather_output_;  // [shard_numel], [world, shard_numel] param_dtype; only while gathering
   PendingCollective pending_gather_;
+  PendingEvent gathered_;  // on the all-gather stream, after the collective
   at::Tensor reduce_input_, reduce_output_;  // [world, shard_numel], [shard_numel]; only while reducing
   PendingCollective pending_reduce_;
+  PendingEvent reduce_scattered_;  // on the reduce-scatter stream, after the collective
   double divide_factor_ = 0;  // 0: the data-parallel size
 };
 

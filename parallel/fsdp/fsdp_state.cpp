@@ -26,6 +26,7 @@
 
 #include "parallel/collectives.h"
 #include "parallel/compat.h"
+#include "parallel/fsdp/comm_streams.h"
 #include "parallel/fsdp/engine_trace.h"
 
 namespace megacpp::parallel::fsdp {
@@ -228,6 +229,8 @@ void FSDPState::finalize_backward() {
   final_callback_queued_ = false;
   for (auto it = tree_.rbegin(); it != tree_.rend(); ++it) (*it)->post_backward();
   finish_pending_reduce();
+  // Note [Streams]: the reduced gradients were added on the reduce-scatter stream.
+  if (auto* streams = CommStreams::for_device(options_.device)) wait_stream(streams->current(), streams->reduce_scatter());
   in_backward_ = false;
   if (requires_gradient_sync_) reduce_ignored_gradients();
 }
