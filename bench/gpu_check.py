@@ -109,6 +109,11 @@ class Check:
         expected = "cpu" if self.args.dry_run or (env or {}).get("CUDA_VISIBLE_DEVICES") == "" else "cuda"
         if not device or device.group(1) != expected:
             raise RunFailed(f"run '{name}' trained on {device.group(1) if device else 'an unnamed device'}, not {expected}")
+        if expected == "cuda":
+            streams = "one (MEGACPP_FSDP_STREAMS=0)" if (env or {}).get("MEGACPP_FSDP_STREAMS") == "0" else "side streams"
+            said = next((line for line in output.splitlines() if "fsdp2: streams: " in line), "")
+            if streams not in said:
+                raise RunFailed(f"run '{name}' does not say it ran on {streams} ('fsdp2: streams: ...')")
         losses = [float(x) for x in LOSS_RE.findall(output)]
         if len(losses) != model["iters"]:
             raise RunFailed(f"run '{name}': expected {model['iters']} losses, found {len(losses)}")
@@ -254,8 +259,8 @@ class Check:
         lines = [f"Llama {runs[0]['parameters'] / 1e9:.2f} B parameters ({m['layers']} layers, hidden "
                  f"{m['hidden']}, {m['heads']} heads, {m['groups']} query groups, FFN {m['ffn']}, vocabulary "
                  f"{m['vocab']}), sequence {m['seq']}, micro-batch {m['micro']}, global batch {m['batch']}; median "
-                 f"ms per iteration after {runs[0]['warmup']} warm-up iterations of {m['iters']}, runs in the "
-                 f"order {', '.join(sides)}, {sides[0]}, ...", "",
+                 f"ms per iteration after {runs[0]['warmup']} warm-up iterations of {m['iters']}"
+                 + (f", runs in the order {', '.join(sides)}, {sides[0]}, ..." if len(sides) > 1 else ""), "",
                  "| side | run | ms/iteration | tokens/s | TFLOP/s | MFU | peak allocated (MiB) |",
                  "|---|---|---|---|---|---|---|"]
         for s in runs:

@@ -9,6 +9,7 @@
 
 #include "models/layers/core_attention.h"
 #include "models/module_path.h"
+#include "parallel/fsdp/comm_streams.h"
 
 namespace megacpp::models {
 namespace {
@@ -120,6 +121,11 @@ ShardingPlan make_sharding_plan(LanguageModel& model, const parallel::DeviceMesh
   if (sharding.offload_to_cpu) {
     spdlog::info("fsdp2: CPU offload: sharded parameters, gradients and optimizer state in {}host memory",
                  sharding.pin_memory ? "pinned " : "");
+  }
+  if (device.is_cuda()) {
+    spdlog::info("fsdp2: streams: {}", parallel::fsdp::CommStreams::for_device(device)
+                                           ? "all-gather copy-in, all-gathers and reduce-scatters on side streams"
+                                           : "one (MEGACPP_FSDP_STREAMS=0)");
   }
   return plan;
 }
