@@ -12,7 +12,8 @@
 #    --torch) and the bundle, with ninja when there is one, and builds megacpp-train and
 #    megacpp-run with every core, printing the build time.
 # 3. Runs bench/gpu_check.py: bf16 and fp32 on the GPU against fp32 on the CPU, CPU offload,
-#    recompute and meta-device init, then megacpp against PyTorch's fully_shard side by side.
+#    recompute, meta-device init and one stream, then megacpp (side streams), megacpp on one
+#    stream and PyTorch's fully_shard side by side, and the same with CPU offload (megacpp only).
 #    Logs, gpu_check.json and gpu_check.md go to build-gpu/gpu_check/, and to $OUT when it is
 #    set (the device tool brings that back; the logs packed in gpu_check_logs.tar.gz).
 #
