@@ -123,14 +123,10 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
     output.copy_(input);
     return {};
   }
-  if (group.is_gloo()) {
-    if (!compat::kGlooHasTensorCollectives) return emulated_reduce_scatter(group, output, input, finish_average);
-    c10d::ReduceScatterOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    if (!is_half_precision(input)) {
-      at::Tensor out = output, in = input;
-      return {group.backend->_reduce_scatter_base(out, in, options), finish_average};
-    }
+  if (group.is_gloo() && !compat::kGlooHasTensorCollectives) return emulated_reduce_scatter(group, output, input, finish_average);
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  if (group.is_gloo() && is_half_precision(input)) {
     // Gloo cannot reduce 16-bit floats: reduce fp32 copies.
     at::Tensor out32 = at::empty(output.sizes(), output.options().dtype(at::kFloat)), in32 = input.to(at::kFloat);
     return {group.backend->_reduce_scatter_base(out32, in32, options), [output, out32, finish_average] {
@@ -138,11 +134,9 @@ PendingCollective reduce_scatter_tensor(const Group& group, const at::Tensor& ou
               finish_average();
             }};
   }
-  std::vector<at::Tensor> outputs{output};
-  std::vector<std::vector<at::Tensor>> inputs{input.view({-1}).chunk(size)};
-  c10d::ReduceScatterOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  return {group.backend->reduce_scatter(outputs, inputs, options), finish_average};
+  // One flat input, as FSDP2 passes it (NCCL's list form would copy it into a flat buffer first).
+  at::Tensor out = output, in = input;
+  return {group.backend->_reduce_scatter_base(out, in, options), finish_average};
 }
 
 PendingCollective all_reduce(const Group& group, const at::Tensor& tensor, ReduceOp op) {

@@ -34,9 +34,12 @@ CommStreams::CommStreams(c10::Stream copy_in, c10::Stream all_gather, c10::Strea
 
 CommStreams* CommStreams::for_device(const c10::Device& device) {
 #ifdef MEGACPP_WITH_CUDA
-  if (!device.is_cuda()) return nullptr;
-  const char* enabled = std::getenv("MEGACPP_FSDP_STREAMS");
-  if (enabled && std::strcmp(enabled, "0") == 0) return nullptr;
+  // Read once: every caller (the groups, the end of backward) must agree for the whole run.
+  static const bool enabled = [] {
+    const char* value = std::getenv("MEGACPP_FSDP_STREAMS");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  if (!device.is_cuda() || !enabled) return nullptr;
   static std::mutex mutex;
   static std::map<c10::DeviceIndex, std::unique_ptr<CommStreams>> streams;
   std::lock_guard<std::mutex> lock(mutex);

@@ -67,7 +67,12 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<Use> uses, const at::Tensor& o
 
 void FSDPParam::copy_shard_to(const at::Tensor& slot) const {
   const int64_t numel = sharded_.numel();
-  slot.narrow(0, 0, numel).copy_(sharded_.detach().reshape({-1}), /*non_blocking=*/pinned_);
+  at::Tensor shard = sharded_.detach().reshape({-1});
+  // From pinned host memory without blocking; to another dtype, moved as it is and then cast on the
+  // device (as FSDP2 does): a copy that casts on the way casts on the host into pageable memory,
+  // and a copy from there blocks.
+  if (pinned_ && shard.scalar_type() != slot.scalar_type()) shard = shard.to(slot.device(), /*non_blocking=*/true);
+  slot.narrow(0, 0, numel).copy_(shard, /*non_blocking=*/pinned_);
   if (numel < slot.numel()) slot.narrow(0, numel, slot.numel() - numel).zero_();
 }
 

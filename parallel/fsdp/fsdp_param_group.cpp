@@ -36,6 +36,13 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   }
 }
 
+FSDPParamGroup::~FSDPParamGroup() {
+  // Note [Streams]: buffers still in flight (an error after a prefetch) go back once their collective is done.
+  if (!streams_) return;
+  if (gathered_) gathered_->block(streams_->copy_in());
+  if (reduce_scattered_) reduce_scattered_->block(streams_->current());
+}
+
 bool FSDPParamGroup::has_trainable_params() const {
   for (auto& param : params_) {
     if (param->requires_grad()) return true;

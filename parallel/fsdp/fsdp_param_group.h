@@ -18,6 +18,9 @@ class FSDPParamGroup {
  public:
   FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSDPParam>> params,
                  const DeviceMesh& mesh, const FullyShardOptions& options);
+  ~FSDPParamGroup();
+  FSDPParamGroup(const FSDPParamGroup&) = delete;
+  FSDPParamGroup& operator=(const FSDPParamGroup&) = delete;
 
   const std::string& name() const { return name_; }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }

@@ -184,7 +184,8 @@ void FSDPState::prefetch_for_backward() {
   backward_prefetched_ = true;
   if (!backward_prefetch_.empty()) {
     for (auto* next : backward_prefetch_) {
-      if (next->group_) next->group_->unshard_async();
+      // A group already reduced would stay gathered past the optimizer step.
+      if (next->group_ && !next->post_backward_done_) next->group_->unshard_async();
     }
     return;
   }

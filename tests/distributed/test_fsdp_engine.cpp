@@ -225,6 +225,24 @@ TEST(FSDPEngine, PrefetchAndNoReshardGiveTheSameGradients) {
   });
 }
 
+// An explicit backward prefetch of a group whose backward is done is skipped: that group would stay
+// gathered past the optimizer step, and the next forward would compute with the old parameters.
+TEST(FSDPEngine, BackwardPrefetchSkipsAGroupAlreadyReduced) {
+  testing::run_on_ranks(2, [](parallel::DistributedRuntime& rt) {
+    auto mesh = parallel::DeviceMesh::build(rt, -1);
+    auto model = sharded_stack(mesh, /*reshard_after_forward=*/true);
+    fsdp::set_modules_to_backward_prefetch(*model->l0, {model->l2.get()});  // l2's backward came first
+    std::vector<std::string> events;
+    fsdp::set_engine_trace(&events);
+    expect_step_matches_reference(*model, mesh);
+    fsdp::set_engine_trace(nullptr);
+    const auto l0_backward = std::find(events.rbegin(), events.rend(), "backward Linear");
+    ASSERT_NE(l0_backward, events.rend());
+    EXPECT_EQ(std::count(events.rbegin(), l0_backward, "all-gather Linear"), 0)
+        << "l0's backward gathered l2 again after l2 was reduced";
+  });
+}
+
 // Note [Overlap]: each group's reduce-scatter is still in flight while the next group's
 // backward runs (waited for when that one issues its own), and without explicit lists a group's
 // backward starts the all-gather of the group before it. The gradients are unchanged.
