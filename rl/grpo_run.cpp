@@ -335,7 +335,9 @@ void GrpoRun::train() {
       prompts.push_back(prompts_[i].ids);
     }
     const auto start = Clock::now();
-    updates_ = step * updates_per_step_;  // also where a resumed run left off
+    // Also where a resumed run left off. A step that kept no response took no optimizer step and
+    // does not move the schedule (as ROLL's scheduler); its samples are counted as skipped.
+    updates_ = (step - progress_.skipped_samples / options_.rollout_batch_size) * updates_per_step_;
     GrpoSettings settings = step_settings(step);
     settings.before_step = [this] {
       ++updates_;
@@ -345,6 +347,7 @@ void GrpoRun::train() {
     log_->step(step + 1, stats, schedule_->at(updates_), std::chrono::duration<double>(Clock::now() - start).count());
     progress_.iteration = step + 1;
     progress_.consumed_train += options_.rollout_batch_size;
+    if (stats.skipped) progress_.skipped_samples += options_.rollout_batch_size;
     if (checkpointer_->due(progress_.iteration)) {
       checkpointer_->save(progress_, *actor_, *optimizer_);
       last_saved = progress_.iteration;

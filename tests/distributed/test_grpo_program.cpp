@@ -199,6 +199,27 @@ TEST(GrpoProgram, TheLearningRateFollowsMegatronsScheduleOverOptimizerSteps) {
       << refused.output;
 }
 
+// A step that keeps no response takes no optimizer step, and the schedule does not count it (as
+// ROLL's scheduler). The difficulty mask keeps only groups with a mean reward in (0.99, 1), so
+// every step of the untrained model is skipped. The rate stays the schedule's first, also in a run
+// resumed from step 2 (the checkpoint counts the skipped samples; without them step 3 would take
+// a later, lower rate).
+TEST(GrpoProgram, AStepThatKeepsNoResponseDoesNotMoveTheSchedule) {
+  const std::string dir = testing::scratch_dir();
+  const std::string flags = " --prompts " + testing::write_number_sum_prompts(dir, "train.jsonl", 12) +
+                            " --rollout-batch-size 2 --num-return-sequences-in-group 4 --response-length 1 --difficulty-mask"
+                            " --difficulty-low-threshold 0.99 --difficulty-high-threshold 1 --lr 1e-3 --min-lr 1e-4"
+                            " --lr-decay-style linear";
+  const auto run = grpo(1, flags + " --train-iters 3", testing::kGrpoNumbersModel);
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(count_matches(run.output, R"(grpo step [1-3]/3 \|[^\n]*step skipped[^\n]*\| learning rate 1\.0000E-03)"), 3) << run.output;
+  const auto first = grpo(1, flags + " --train-iters 2 --save " + dir + "/ckpt", testing::kGrpoNumbersModel);
+  ASSERT_EQ(first.status, 0) << first.output;
+  const auto resumed = grpo(1, flags + " --train-iters 3 --load " + dir + "/ckpt", testing::kGrpoNumbersModel);
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_EQ(count_matches(resumed.output, R"(grpo step 3/3 \|[^\n]*\| learning rate 1\.0000E-03)"), 1) << resumed.output;
+}
+
 // A rollout worker that never joins (stopped before its rendezvous) is named by megacpp-run with
 // its phase within --hang-timeout-seconds, and the job ends.
 TEST(GrpoProgram, ARolloutWorkerThatNeverJoinsIsNamedWithinTheHangTimeout) {
