@@ -1,5 +1,6 @@
 #include "parallel/tensor_parallel.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -27,11 +28,17 @@ std::unordered_map<const c10::TensorImpl*, Entry>& registry() {
 
 void record(const at::Tensor& tensor, TensorParallelPlacement placement) {
   std::lock_guard<std::mutex> lock(registry_mutex);
-  for (auto it = registry().begin(); it != registry().end();) {
-    it = it->second.tensor.expired() ? registry().erase(it) : std::next(it);
+  auto& map = registry();
+  // The pass that drops freed tensors' entries runs once the map has doubled since the last one,
+  // so recording n parameters costs O(n), not O(n^2). Until then a stale entry only holds its
+  // address (the weak reference), so no new tensor can be mistaken for it.
+  static size_t size_after_sweep = 0;
+  if (map.size() >= 2 * std::max<size_t>(size_after_sweep, 32)) {
+    for (auto it = map.begin(); it != map.end();) it = it->second.tensor.expired() ? map.erase(it) : std::next(it);
+    size_after_sweep = map.size();
   }
-  registry().insert_or_assign(tensor.unsafeGetTensorImpl(),
-                              Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), std::move(placement)});
+  map.insert_or_assign(tensor.unsafeGetTensorImpl(),
+                       Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), std::move(placement)});
 }
 
 at::Tensor summed(const at::Tensor& x, const Group& group) {
