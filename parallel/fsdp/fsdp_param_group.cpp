@@ -20,6 +20,17 @@
 #include "parallel/fsdp/engine_trace.h"
 
 namespace megacpp::parallel::fsdp {
+namespace {
+
+// Note [Streams]: what follows in `guard`'s scope is enqueued on `stream`, after what `after` has
+// enqueued so far.
+void continue_on(std::optional<c10::StreamGuard>& guard, const c10::Stream& stream, const c10::Stream& after) {
+  wait_stream(stream, after);
+  guard.reset();
+  guard.emplace(stream);
+}
+
+}  // namespace
 
 FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSDPParam>> params,
                                const DeviceMesh& mesh, const FullyShardOptions& options)
@@ -54,21 +65,15 @@ void FSDPParamGroup::unshard_async() {
   if (state_ != State::kSharded || params_.empty()) return;
   torch::NoGradGuard no_grad;
   std::optional<c10::StreamGuard> on_side_stream;
-  if (streams_) {
-    wait_stream(streams_->copy_in(), streams_->current());  // the optimizer may just have stepped the shards
-    on_side_stream.emplace(streams_->copy_in());
-  }
+  // After compute: the optimizer may just have stepped the shards.
+  if (streams_) continue_on(on_side_stream, streams_->copy_in(), streams_->current());
   auto options = torch::TensorOptions().dtype(param_dtype_).device(options_.device);
   gather_input_ = torch::empty({shard_numel_}, options);  // [shard_numel]
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i]->copy_shard_to(gather_input_.narrow(0, offsets_[i], params_[i]->layout().padded_numel()));
   }
   gather_output_ = torch::empty({mesh_.fsdp().size(), shard_numel_}, options);
-  if (streams_) {
-    wait_stream(streams_->all_gather(), streams_->copy_in());
-    on_side_stream.reset();
-    on_side_stream.emplace(streams_->all_gather());
-  }
+  if (streams_) continue_on(on_side_stream, streams_->all_gather(), streams_->copy_in());
   pending_gather_ = all_gather_into_tensor(mesh_.fsdp(), gather_output_.view({-1}), gather_input_);
   if (streams_) {
     pending_gather_.wait();  // NCCL: the all-gather stream waits for NCCL's; the CPU goes on
@@ -133,10 +138,7 @@ void FSDPParamGroup::reduce_gradients_async() {
     params_[i]->pack_gradient(reduce_input_.narrow(1, offsets_[i], params_[i]->layout().padded_numel()));
   }
   std::optional<c10::StreamGuard> on_side_stream;
-  if (streams_) {
-    wait_stream(streams_->reduce_scatter(), streams_->current());
-    on_side_stream.emplace(streams_->reduce_scatter());
-  }
+  if (streams_) continue_on(on_side_stream, streams_->reduce_scatter(), streams_->current());
   reduce_output_ = torch::empty({shard_numel_}, options);  // [shard_numel]
   pending_reduce_ = reduce_scatter_tensor(mesh_.fsdp(), reduce_output_, reduce_input_.view({-1}), ReduceOp::kSum);
   if (streams_) {
