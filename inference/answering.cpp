@@ -4,9 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include <torch/torch.h>
-
-#include "inference/greedy_decoding.h"
+#include "inference/generation.h"
 #include "io/data/instruction_data.h"
 #include "megacpp/text.h"
 
@@ -60,17 +58,22 @@ std::string end_of_turn(const io::data::ChatTemplate& chat) {
 
 AnswerScore score_answers(models::LanguageModel& model, const std::vector<Question>& questions, const io::data::Tokenizer& tokenizer,
                           const std::string& end_of_turn, int64_t max_new_tokens, int64_t batch_size, int64_t max_positions) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  GreedyDecoding how;
-  how.vocabulary = tokenizer.vocab_size();
-  how.stop = {tokenizer.eod()};
-  how.finished = [&](const std::vector<int64_t>& generated) {
-    return !end_of_turn.empty() && tokenizer.detokenize(generated).find(end_of_turn) != std::string::npos;
+  Sampling greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = max_new_tokens;
+  greedy.max_length = max_positions;
+  greedy.stop = {tokenizer.eod()};
+  greedy.vocabulary = tokenizer.vocab_size();
+  greedy.kv_cache = model.takes_kv_cache();  // else each step reads the whole sequence again
+  greedy.finished = [&](const std::vector<int64_t>& tokens) {
+    return !end_of_turn.empty() && tokenizer.detokenize(tokens).find(end_of_turn) != std::string::npos;
   };
-  // Shortest prompts first, so that a batch pads little; the answers in the questions' order.
-  std::vector<size_t> order(questions.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Shortest prompts first, so that a batch pads little; the answers in the questions' order. A
+  // prompt that fills the model's positions gets no answer.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    if (max_positions <= 0 || static_cast<int64_t>(questions[i].prompt.size()) < max_positions) order.push_back(i);
+  }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return questions[a].prompt.size() < questions[b].prompt.size(); });
   const bool pad = model.takes_packed_documents();  // else a batch is of prompts of one length
   std::vector<std::vector<int64_t>> generated(questions.size());
@@ -78,18 +81,14 @@ AnswerScore score_answers(models::LanguageModel& model, const std::vector<Questi
     const size_t length = questions[order[begin]].prompt.size();
     size_t end = begin + 1;
     while (end < order.size() && end - begin < static_cast<size_t>(batch_size) && (pad || questions[order[end]].prompt.size() == length)) ++end;
-    const size_t longest = questions[order[end - 1]].prompt.size();
-    at::Tensor ids = torch::full({static_cast<int64_t>(end - begin), static_cast<int64_t>(longest)}, tokenizer.eod(), torch::kLong);
-    std::vector<int64_t> left_padding;
+    std::vector<std::vector<int64_t>> prompts;
+    for (size_t i = begin; i < end; ++i) prompts.push_back(questions[order[i]].prompt);
+    auto rows = generate(model, prompts, greedy);
     for (size_t i = begin; i < end; ++i) {
-      const auto& prompt = questions[order[i]].prompt;
-      left_padding.push_back(static_cast<int64_t>(longest - prompt.size()));
-      std::copy(prompt.begin(), prompt.end(), ids[static_cast<int64_t>(i - begin)].data_ptr<int64_t>() + left_padding.back());
+      auto& tokens = rows[i - begin].tokens;
+      if (!tokens.empty() && tokens.back() == tokenizer.eod()) tokens.pop_back();  // the stop token is no text
+      generated[order[i]] = std::move(tokens);
     }
-    how.max_length = ids.size(1) + max_new_tokens;
-    if (max_positions > 0) how.max_length = std::min(how.max_length, max_positions);
-    const auto rows = continue_greedily(model, ids, at::Tensor(), how, pad ? left_padding : std::vector<int64_t>{});
-    for (size_t i = begin; i < end; ++i) generated[order[i]] = rows[i - begin];
     begin = end;
   }
   AnswerScore score;

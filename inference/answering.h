@@ -43,8 +43,9 @@ struct AnswerScore {
 
 // Greedy answers, `batch_size` questions of one prompt length together, each until the
 // tokenizer's end of document, `end_of_turn`, `max_new_tokens` tokens or `max_positions` in all
-// (the model's; 0: no limit). The answer is the text before `end_of_turn`. The model runs in eval
-// mode without gradients.
+// (the model's; 0: no limit; a prompt that fills them gets no answer). The answer is the text
+// before `end_of_turn`. Greedy generation (Note [Generation]), with a KV cache where the model
+// keeps one, so that an answer is the same whatever batch it is in.
 AnswerScore score_answers(models::LanguageModel& model, const std::vector<Question>& questions, const io::data::Tokenizer& tokenizer,
                           const std::string& end_of_turn, int64_t max_new_tokens, int64_t batch_size, int64_t max_positions = 0);
 

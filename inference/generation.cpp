@@ -139,7 +139,8 @@ std::vector<Generation> generate(models::LanguageModel& model, const std::vector
       Generation& g = out[static_cast<size_t>(rows.prompt[k])];
       const int64_t token = next[static_cast<int64_t>(k)].item<int64_t>();
       g.tokens.push_back(token);
-      g.stopped = std::find(sampling.stop.begin(), sampling.stop.end(), token) != sampling.stop.end();
+      g.stopped = std::find(sampling.stop.begin(), sampling.stop.end(), token) != sampling.stop.end() ||
+                  (sampling.finished && sampling.finished(g.tokens));
       if (!g.stopped && static_cast<int64_t>(g.tokens.size()) < rows.room[k]) kept.push_back(static_cast<int64_t>(k));
     }
     at::Tensor appended = next.to(device).unsqueeze(1);

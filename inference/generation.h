@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -31,11 +32,14 @@ struct Sampling {
   std::vector<int64_t> stop;      // a row ends with the first of these it generates (kept, as verl keeps EOS)
   int64_t vocabulary = 0;         // ids >= this (the padded vocabulary's rest) are never generated; 0: all
   bool kv_cache = true;
+  // Also ends a row when it says so of the row's tokens so far (a multi-token end of turn, as
+  // vLLM's stop strings); the row's last token is then kept, as a stop token is.
+  std::function<bool(const std::vector<int64_t>& tokens)> finished;
 };
 
 struct Generation {
   std::vector<int64_t> tokens;  // the generated ones, the stop token last when one ended the row
-  bool stopped = false;         // ended by a stop token (else by a length limit)
+  bool stopped = false;         // ended by a stop token or by `finished` (else by a length limit)
 };
 
 // Continues each prompt (non-empty, ids inside the logits). The model runs in eval mode, without

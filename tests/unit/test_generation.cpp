@@ -1,7 +1,7 @@
 // inference::generate (Note [Generation], Note [KV cache]): greedy generation of prompts of
 // different lengths, batched, with and without the KV cache, equals argmax decoding of each
 // prompt alone with the full forward at every step (Llama with GQA, Qwen3's q/k norms, Mistral's
-// sliding window shorter than the output); stop tokens and length limits end rows; sampling is
+// sliding window shorter than the output); stop tokens, `finished` and length limits end rows; sampling is
 // reproducible with a seed; sample_tokens draws from the temperature / top-k / top-p
 // distribution; bad settings are refused by name.
 #include <gtest/gtest.h>
@@ -76,6 +76,34 @@ TEST(Generation, GreedyIsArgmaxDecodingWithAndWithoutTheKvCache) {
   models::LlamaConfig mistral = testing::tiny_llama(false, false);
   mistral.sliding_window = 4;  // shorter than prompt + output
   expect_greedy_is_argmax_decoding(mistral, "mistral (sliding window 4)");
+}
+
+// `finished` (a multi-token end of turn) ends a row after the token that completes it, kept; the
+// other rows go on.
+TEST(Generation, FinishedEndsARowWithItsLastTokenKept) {
+  auto model = model_of(testing::tiny_llama(false, false));
+  const int64_t new_tokens = 6;
+  const Tokens alone = decode_alone(*model, kPrompts[1], new_tokens, {});
+  const Tokens end_of_turn(alone.begin() + 1, alone.begin() + 3);  // its 2nd and 3rd tokens
+  inference::Sampling greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = new_tokens;
+  greedy.finished = [&](const Tokens& tokens) {
+    return tokens.size() >= 2 && Tokens(tokens.end() - 2, tokens.end()) == end_of_turn;
+  };
+  for (bool cache : {true, false}) {
+    greedy.kv_cache = cache;
+    const auto generated = inference::generate(*model, kPrompts, greedy);
+    EXPECT_EQ(generated[1].tokens, Tokens(alone.begin(), alone.begin() + 3)) << (cache ? "KV cache" : "no cache");
+    EXPECT_TRUE(generated[1].stopped);
+    for (size_t r : {0, 2}) {
+      const Tokens other = decode_alone(*model, kPrompts[r], new_tokens, {});
+      const bool ends = greedy.finished(generated[r].tokens);
+      EXPECT_EQ(generated[r].stopped, ends) << "prompt " << r;
+      EXPECT_EQ(generated[r].tokens, Tokens(other.begin(), other.begin() + static_cast<int64_t>(generated[r].tokens.size())));
+      if (!ends) EXPECT_EQ(generated[r].tokens.size(), static_cast<size_t>(new_tokens)) << "prompt " << r;
+    }
+  }
 }
 
 TEST(Generation, SamplingIsReproducibleWithASeedAndEndsAtTheContext) {
