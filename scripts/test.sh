@@ -20,14 +20,28 @@ fi
 
 as_root=0
 [ "$(id -u)" -eq 0 ] && as_root=1
+mkdir -p .cache
 if [ $as_root -eq 1 ]; then
   # The trixie roots download and unpack while this machine builds (scripts/setup_pytorch2.sh).
-  mkdir -p .cache
   bash scripts/setup_pytorch2.sh >.cache/setup_pytorch2.out 2>&1 &
   cpu_root=$!
   bash scripts/setup_pytorch2.sh --cuda >.cache/setup_pytorch2_cuda.out 2>&1 &
   cuda_root=$!
 fi
+# Each suite's ctest output is kept in .cache/ctest-*.log; the end lists the slowest tests of all
+# of them (ctest's "Test #N: NAME ....   Passed   S sec" lines).
+suite() {  # LOG COMMAND...
+  local log=$1
+  shift
+  "$@" 2>&1 | tee "$log"
+}
+slowest_tests() {
+  echo "test: the 15 slowest tests (seconds, suite, test):"
+  for log in .cache/ctest-*.log; do
+    [ -f "$log" ] || continue
+    sed -nE "s/^.*Test +#[0-9]+: ([^ ]+) [. ]*[^0-9]*([0-9.]+) sec$/\2 $(basename "$log" .log | sed 's/^ctest-//') \1/p" "$log"
+  done | sort -rn | head -15 | awk '{ printf "  %8.1f  %-10s %s\n", $1, $2, $3 }'
+}
 wait_for_root() {  # PID OUTPUT
   if ! wait "$1"; then
     cat "$2" >&2
@@ -44,16 +58,20 @@ npm ci --no-audit --no-fund --prefix tests/reference/gpt2
 npm ci --no-audit --no-fund --prefix tests/reference/hf_tokenizers
 if [ $as_root -eq 0 ]; then
   echo "test: not root: no PyTorch 2.6 roots (debootstrap, chroot); the Pytorch2.* tests are skipped" >&2
-  ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
+  rm -f .cache/ctest-*.log
+  suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
+  slowest_tests
   exit 0
 fi
 # The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself.
 wait_for_root $cpu_root .cache/setup_pytorch2.out
 phase "the suite on libtorch 1.13"
-ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
+rm -f .cache/ctest-*.log
+suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
 phase "build and the suite on libtorch 2.6"
-bash scripts/test_pytorch2.sh
+suite .cache/ctest-2.6.log bash scripts/test_pytorch2.sh
 wait_for_root $cuda_root .cache/setup_pytorch2_cuda.out
 phase "compile and link against libtorch-cuda 2.6"
 bash scripts/build_pytorch2.sh --cuda
+slowest_tests
 phase "done"
