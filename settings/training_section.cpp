@@ -55,7 +55,7 @@ void declare_training_flags(cxxopts::Options& o) {
       ("calculate-per-token-loss", "the loss summed over every label of the global batch and divided by their count, "
        "not the mean of each micro-batch's mean (Megatron's; they differ when loss masks or sequence lengths do)")
       ("no-kernel-fusion", "libtorch's composition of each operation instead of megacpp's fused CPU kernels (RMSNorm, "
-       "rotary embedding, SwiGLU, cross-entropy, AdamW): the same results, for comparison")
+       "rotary embedding, SwiGLU, cross-entropy, AdamW, bf16/half Linear layers as fp32 products): the same results, for comparison")
       ("no-rope-fusion", "the rotary embedding in libtorch operations instead of megacpp's fused CPU kernel (Megatron's)")
       ("no-bias-swiglu-fusion", "SwiGLU in libtorch operations instead of megacpp's fused CPU kernel (Megatron's)");
 }

@@ -54,7 +54,7 @@ void start_processes(ProcessSetup& setup, const settings::TrainingArguments& arg
 
 void use_kernel_fusion(const settings::TrainingArguments& args) {
   const bool fused = args.kernel_fusion;
-  models::kernels::set_kernel_fusion({fused, fused && args.rope_fusion, fused && args.swiglu_fusion, fused, fused});
+  models::kernels::set_kernel_fusion({fused, fused && args.rope_fusion, fused && args.swiglu_fusion, fused, fused, fused});
 }
 
 std::shared_ptr<models::LanguageModel> build_model(const settings::TrainingArguments& args, const c10::Device& device) {

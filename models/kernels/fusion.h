@@ -2,7 +2,8 @@
 // ~~~~~~~~~~~~~~~~~~~~
 // On the CPU, the elementwise parts of a Llama layer run as fused kernels with their own
 // backward (torch::autograd::Function): RMSNorm, the rotary embedding, SwiGLU and the
-// cross-entropy of the output layer; on libtorch 1.13, which has no fused attention, causal
+// cross-entropy of the output layer; bf16 and half Linear layers take their products in fp32
+// through BLAS (linear_kernel.h); on libtorch 1.13, which has no fused attention, causal
 // attention over long sequences runs as blocks with an online softmax (flash_attention.h). Each reads its inputs once and writes its output once,
 // where libtorch's composition of the same formula makes a temporary per operation (pow, mean,
 // rsqrt, two muls for RMSNorm; log_softmax's [tokens, vocab] output, zeros and a scatter for the
@@ -25,6 +26,7 @@ struct KernelFusion {
   bool swiglu = true;
   bool cross_entropy = true;
   bool attention = true;  // libtorch 1.13 only: 2.x has scaled_dot_product_attention's flash kernel
+  bool linear = true;     // bf16 / half Linear layers as fp32 products (linear_kernel.h)
 };
 
 // The process-wide choice (as libtorch's backend switches), set once from the flags.

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/linear_kernel.h"
 #include "models/layers/chunked_cross_entropy.h"
 
 namespace megacpp::models {
@@ -33,7 +34,7 @@ parallel::Module::Tensors Linear::forward_tensors(const Tensors& inputs) {
 }
 
 at::Tensor Linear::forward(const at::Tensor& input) {
-  at::Tensor y = torch::linear(input, weight_, bias_);
+  at::Tensor y = kernels::linear(input, weight_, bias_);
   if (!lora_A_ || !lora_enabled_) return y;
   const at::Tensor x = lora_dropout_ > 0.0 ? torch::dropout(input, lora_dropout_, is_training()) : input;
   return y + (*lora_B_)((*lora_A_)(x)) * lora_scaling_;

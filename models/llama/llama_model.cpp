@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "models/kernels/linear_kernel.h"
+
 namespace megacpp::models {
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer, const at::TensorOptions& options,
@@ -73,7 +75,7 @@ parallel::Module::Tensors LlamaModel::forward_tensors(const Tensors& inputs) {
   for (auto& layer : *layers_) h = (*layer->as<LlamaDecoderLayer>())(Tensors{h, positions, documents})[0];
   h = (*norm_)(h);
   if (inputs.size() > kLabels && inputs[kLabels].defined()) return {chunked_loss(h, inputs, lm_head_, embed_tokens_->weight())};
-  return {lm_head_ ? (*lm_head_)(h) : torch::linear(h, embed_tokens_->weight())};
+  return {lm_head_ ? (*lm_head_)(h) : models::kernels::linear(h, embed_tokens_->weight())};
 }
 
 std::vector<AuxiliaryLoss> LlamaModel::auxiliary_losses() const {

@@ -2,7 +2,8 @@
 // composition of the same formula: values and gradients, fp32 within 1e-5 and bf16 within 1e-2
 // (of the largest magnitude), at odd sizes (rows and blocks that do not divide), strided inputs,
 // per-sample positions as packed documents give them, the ignore index, and NaN kept NaN; the
-// blocked attention with packed documents' masks, a sliding window and GQA. AdamW
+// blocked attention with packed documents' masks, a sliding window and GQA; bf16 and half
+// Linear layers as fp32 products. AdamW
 // against torch::optim::AdamW over several steps, with the state checkpoints read.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "models/kernels/cross_entropy_kernel.h"
 #include "models/kernels/flash_attention.h"
 #include "models/kernels/fusion.h"
+#include "models/kernels/linear_kernel.h"
 #include "models/kernels/rms_norm_kernel.h"
 #include "models/kernels/swiglu_kernel.h"
 #include "models/kernels/vector_math.h"
@@ -32,7 +34,7 @@ using models::kernels::KernelFusion;
 class FusionScope {
  public:
   explicit FusionScope(bool on) : saved_(models::kernels::kernel_fusion()) {
-    models::kernels::set_kernel_fusion(on ? KernelFusion{} : KernelFusion{false, false, false, false, false});
+    models::kernels::set_kernel_fusion(on ? KernelFusion{} : KernelFusion{false, false, false, false, false, false});
   }
   ~FusionScope() { models::kernels::set_kernel_fusion(saved_); }
 
@@ -108,6 +110,36 @@ TEST(FusedKernels, RmsNormIsTheCompositionInValuesAndGradients) {
         }
       }
     }
+  }
+}
+
+// bf16 and half: the fp32 products rounded once, as the composition through fp32 computes them,
+// and within bf16's rounding of libtorch's own GEMM in bf16; a frozen weight gets no
+// gradient and leaves the input's the same.
+TEST(FusedKernels, LowPrecisionLinearIsTheFp32ProductRoundedOnce) {
+  for (const auto type : {torch::kBFloat16, torch::kHalf}) {
+    torch::manual_seed(4);
+    const at::Tensor x = torch::randn({2, 5, 33}).to(type), w = (torch::randn({17, 33}) / 4).to(type), b = torch::randn({17}).to(type);
+    const auto fused = value_and_gradients([](const auto& in) { return models::kernels::linear(in[0], in[1], in[2]); }, {x, w, b}, 5);
+    const auto through_fp32 = value_and_gradients(
+        [type](const auto& in) { return torch::linear(in[0].to(torch::kFloat), in[1].to(torch::kFloat), in[2].to(torch::kFloat)).to(type); },
+        {x, w, b}, 5);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i].scalar_type(), type);
+      EXPECT_LE((fused[i].to(torch::kFloat) - through_fp32[i].to(torch::kFloat)).abs().max().item<double>(),
+                std::ldexp(through_fp32[i].to(torch::kFloat).abs().max().item<double>(), type == torch::kHalf ? -10 : -7))
+          << "output " << i << " is the fp32 product rounded once (" << c10::toString(type) << ")";
+    }
+    if (type == torch::kBFloat16) {  // libtorch 1.13 has no GEMM in half on the CPU
+      const auto in_type = value_and_gradients([](const auto& in) { return torch::linear(in[0], in[1], in[2]); }, {x, w, b}, 5);
+      expect_same_pass(fused, in_type, type, "linear against libtorch's GEMM in bf16");
+    }
+    // A frozen weight, no bias.
+    const at::Tensor input = x.detach().clone().requires_grad_(true);
+    models::kernels::linear(input, w, {}).to(torch::kFloat).sum().backward();
+    const at::Tensor expected = torch::ones({10, 17}).mm(w.to(torch::kFloat)).to(type).reshape(x.sizes());
+    EXPECT_TRUE(torch::equal(input.grad(), expected)) << c10::toString(type);
+    EXPECT_FALSE(w.grad().defined());
   }
 }
 
