@@ -40,7 +40,7 @@ slowest_tests() {
   for log in .cache/ctest-*.log; do
     [ -f "$log" ] || continue
     sed -nE "s/^.*Test +#[0-9]+: ([^ ]+) [. ]*[^0-9]*([0-9.]+) sec$/\2 $(basename "$log" .log | sed 's/^ctest-//') \1/p" "$log"
-  done | sort -rn | head -15 | awk '{ printf "  %8.1f  %-10s %s\n", $1, $2, $3 }'
+  done | sort -rn | awk 'NR <= 15 { printf "  %8.1f  %-10s %s\n", $1, $2, $3 }'  # awk reads all: no SIGPIPE under pipefail
 }
 wait_for_root() {  # PID OUTPUT
   if ! wait "$1"; then
