@@ -21,6 +21,7 @@ fi
 as_root=0
 [ "$(id -u)" -eq 0 ] && as_root=1
 mkdir -p .cache
+rm -f .cache/ctest-*.log  # this run's suites only
 if [ $as_root -eq 1 ]; then
   # The trixie roots download and unpack while this machine builds (scripts/setup_pytorch2.sh).
   bash scripts/setup_pytorch2.sh >.cache/setup_pytorch2.out 2>&1 &
@@ -58,7 +59,6 @@ npm ci --no-audit --no-fund --prefix tests/reference/gpt2
 npm ci --no-audit --no-fund --prefix tests/reference/hf_tokenizers
 if [ $as_root -eq 0 ]; then
   echo "test: not root: no PyTorch 2.6 roots (debootstrap, chroot); the Pytorch2.* tests are skipped" >&2
-  rm -f .cache/ctest-*.log
   suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
   slowest_tests
   exit 0
@@ -66,7 +66,6 @@ fi
 # The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself.
 wait_for_root $cpu_root .cache/setup_pytorch2.out
 phase "the suite on libtorch 1.13"
-rm -f .cache/ctest-*.log
 suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
 phase "build and the suite on libtorch 2.6"
 suite .cache/ctest-2.6.log bash scripts/test_pytorch2.sh
