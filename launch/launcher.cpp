@@ -1,10 +1,7 @@
 #include "launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -264,34 +261,22 @@ class Supervisor {
 
 }  // namespace
 
-int pick_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw sys_error("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int saved_errno = errno;
-  ::close(fd);
-  errno = saved_errno;
-  if (!ok) throw sys_error("picking a free port");
-  return ntohs(addr.sin_port);
-}
-
 int run_launcher(const LaunchOptions& opts) {
   validate_launch_options(opts);
   ensure_std_fds_open();
-  const int port = opts.master_port != 0 ? opts.master_port : pick_free_port();
+  // Note [One job per port]: the claim is held until every rank has ended.
+  std::optional<PortClaim> claim;
+  const bool several_ranks = opts.nnodes * opts.nproc_per_node > 1;
+  int port = opts.master_port;
+  if (port == 0) {
+    port = several_ranks ? claim_free_port(opts.master_addr, &claim) : pick_free_port();
+  } else if (several_ranks) {
+    claim.emplace(opts.master_addr, port, opts.nnodes, opts.node_rank);
+  }
   if (opts.omp_num_threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr && opts.nproc_per_node > 1) {
     say("OMP_NUM_THREADS is 1 for each of the " + std::to_string(opts.nproc_per_node) +
         " ranks (not set; --omp-num-threads N or OMP_NUM_THREADS=N to change it)");
   }
-  // Note [One job per port]: held until every rank has ended.
-  std::optional<PortClaim> claim;
-  if (opts.nnodes * opts.nproc_per_node > 1) claim.emplace(opts.master_addr, port, opts.nnodes, opts.node_rank);
   SignalGuard guard;
   return Supervisor(opts, port, guard.read_fd()).run();
 }

@@ -13,10 +13,6 @@
 
 namespace megacpp::launch {
 
-// Binds 127.0.0.1:0, reads the kernel-chosen port and closes the socket.
-// Throws std::runtime_error on failure.
-int pick_free_port();
-
 // Spawns and supervises the ranks. Returns 0 if every rank exited 0, 1 if a
 // rank failed, 128+N if the launcher received signal N (SIGINT/SIGTERM).
 int run_launcher(const LaunchOptions& opts);

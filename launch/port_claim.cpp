@@ -1,5 +1,7 @@
 #include "port_claim.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,15 +34,22 @@ sockaddr_un abstract_address(const std::string& name, socklen_t* length) {
   return addr;
 }
 
-// The pid of the process listening on `name`, or -1 when none answers (it has just ended).
+constexpr pid_t kHolderEnded = -1;
+constexpr pid_t kHolderUnknown = 0;
+
+// The pid of the process listening on `name`: kHolderEnded when none answers (it has just ended),
+// kHolderUnknown when its queue is full. The holder never accepts, so each ask stays queued while
+// it runs; a blocking connect would wait on a full queue for as long as that job trains.
 pid_t holder_of(const sockaddr_un& addr, socklen_t length) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  pid_t pid = -1;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return kHolderUnknown;
+  pid_t pid = kHolderUnknown;
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), length) == 0) {
     ucred peer{};
     socklen_t size = sizeof peer;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0) pid = peer.pid;
+  } else if (errno == ECONNREFUSED) {
+    pid = kHolderEnded;
   }
   ::close(fd);
   return pid;
@@ -54,7 +63,7 @@ PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int n
   for (int attempt = 0; attempt < 2; ++attempt) {  // a second try when the holder ended meanwhile
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw sys_error("socket for claiming --master-port " + std::to_string(port));
-    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), length) == 0 && ::listen(fd_, 8) == 0) return;
+    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), length) == 0 && ::listen(fd_, SOMAXCONN) == 0) return;
     const int bind_errno = errno;
     ::close(fd_);
     fd_ = -1;
@@ -63,10 +72,11 @@ PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int n
       throw sys_error("claiming --master-port " + std::to_string(port) + " on this host");
     }
     const pid_t holder = holder_of(addr, length);
-    if (holder < 0) continue;
-    throw std::runtime_error("--master-port " + std::to_string(port) + " is taken on this host by another job's megacpp-run (pid " +
-                             std::to_string(holder) + "): its ranks would join that job's rendezvous; no rank of this job was "
-                             "started. Give this job another port (--master-port 0 picks a free one)");
+    if (holder == kHolderEnded) continue;
+    const std::string who = holder == kHolderUnknown ? "" : " (pid " + std::to_string(holder) + ")";
+    throw PortTaken("--master-port " + std::to_string(port) + " is taken on this host by another job's megacpp-run" + who +
+                    ": its ranks would join that job's rendezvous; no rank of this job was started. Give this job another "
+                    "port (--master-port 0 picks a free one)");
   }
   throw std::runtime_error("--master-port " + std::to_string(port) + " could not be claimed on this host: another megacpp-run "
                            "took and left it twice meanwhile; start this job again");
@@ -74,6 +84,36 @@ PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int n
 
 PortClaim::~PortClaim() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+int pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw sys_error("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int saved_errno = errno;
+  ::close(fd);
+  errno = saved_errno;
+  if (!ok) throw sys_error("picking a free port");
+  return ntohs(addr.sin_port);
+}
+
+int claim_free_port(const std::string& master_addr, std::optional<PortClaim>* claim, const std::function<int()>& pick) {
+  constexpr int kAttempts = 16;
+  for (int attempt = 1;; ++attempt) {
+    const int port = pick();
+    try {
+      claim->emplace(master_addr, port, /*nnodes=*/1, /*node_rank=*/0);
+      return port;
+    } catch (const PortTaken&) {
+      if (attempt == kAttempts) throw;
+    }
+  }
 }
 
 }  // namespace megacpp::launch

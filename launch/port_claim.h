@@ -10,14 +10,22 @@
 // launcher are still turned away by the rendezvous itself (parallel/distributed_runtime.cpp).
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace megacpp::launch {
 
+// What PortClaim throws when another launcher on this host holds the rendezvous.
+struct PortTaken : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class PortClaim {
  public:
-  // Claims the rendezvous of (master_addr, port) as node `node_rank`; throws std::runtime_error
-  // naming the port, the flag and the launcher that holds it.
+  // Claims the rendezvous of (master_addr, port) as node `node_rank`; throws PortTaken naming the
+  // port, the flag and the launcher that holds it, and std::runtime_error when the claim fails.
   PortClaim(const std::string& master_addr, int port, int nnodes, int node_rank);
   ~PortClaim();
   PortClaim(const PortClaim&) = delete;
@@ -26,5 +34,16 @@ class PortClaim {
  private:
   int fd_ = -1;
 };
+
+// Binds 127.0.0.1:0, reads the kernel-chosen port and closes the socket.
+// Throws std::runtime_error on failure.
+int pick_free_port();
+
+// --master-port 0 on one node: a port `pick` calls free, claimed into `claim`, and returned.
+// Between the pick and the claim the kernel can hand the same port to another launcher, whose
+// ranks have not bound it yet; the launcher that loses the claim picks again, up to 16 times,
+// rather than refuse a port its user never named.
+int claim_free_port(const std::string& master_addr, std::optional<PortClaim>* claim,
+                    const std::function<int()>& pick = pick_free_port);
 
 }  // namespace megacpp::launch

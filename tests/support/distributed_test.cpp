@@ -1,11 +1,8 @@
 #include "tests/support/distributed_test.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,20 +147,6 @@ c10::intrusive_ptr<c10d::TCPStore> host_store() {
   options.waitWorkers = false;
   options.timeout = std::chrono::seconds(60);
   return parallel::compat::make_tcp_store("127.0.0.1", options);
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) throw std::runtime_error("free_port: cannot bind 127.0.0.1:0");
-  return ntohs(addr.sin_port);
 }
 
 // ------------------------------------------------------------ StreamingProcess --

@@ -30,8 +30,8 @@ void run_on_ranks_with_killed(int world_size, const std::vector<int>& killed,
 std::string scratch_dir();
 
 
-// A free TCP port on 127.0.0.1 (binds port 0, reads the kernel's choice, closes the socket), for
-// jobs whose processes must agree on MASTER_PORT before any of them starts.
+// A free TCP port on 127.0.0.1 for jobs whose processes must agree on MASTER_PORT before any of
+// them starts; no other test process gets it while this one runs (tests/support/test_ports.cpp).
 int free_port();
 
 // A TCPStore server on a free port of 127.0.0.1, hosted by this process (getPort() tells it).
