@@ -16,6 +16,7 @@
 #include "io/data/instruction_data.h"
 #include "launch/inference_tool.h"
 #include "models/model_flags.h"
+#include "megacpp/process_end.h"
 
 namespace {
 
@@ -103,5 +104,5 @@ int answer(const cxxopts::ParseResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return megacpp::launch::run_inference_tool("megacpp-answer", make_options(), argc, argv, answer);
+  megacpp::end_process(megacpp::launch::run_inference_tool("megacpp-answer", make_options(), argc, argv, answer));
 }

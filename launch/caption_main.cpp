@@ -15,6 +15,7 @@
 #include "launch/inference_tool.h"
 #include "settings/flag_section.h"
 #include "models/model_flags.h"
+#include "megacpp/process_end.h"
 
 namespace {
 
@@ -78,5 +79,5 @@ int caption(const cxxopts::ParseResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return megacpp::launch::run_inference_tool("megacpp-caption", make_options(), argc, argv, caption);
+  megacpp::end_process(megacpp::launch::run_inference_tool("megacpp-caption", make_options(), argc, argv, caption));
 }

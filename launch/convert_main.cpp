@@ -15,6 +15,7 @@
 #include "megacpp/logging.h"
 #include "settings/model_arguments.h"
 #include "models/registry.h"
+#include "megacpp/process_end.h"
 
 namespace {
 
@@ -65,7 +66,9 @@ std::string required(const cxxopts::ParseResult& r, const std::string& flag, con
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   auto options = make_options();
   std::string command;
   cxxopts::ParseResult r;
@@ -123,3 +126,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { megacpp::end_process(run(argc, argv)); }

@@ -24,6 +24,7 @@
 #include "rl/rlvr_config.h"
 #include "settings/arguments.h"
 #include "training/host_memory.h"
+#include "megacpp/process_end.h"
 
 namespace {
 
@@ -202,7 +203,9 @@ void add_rlvr_config(launch::SplitCommandLine& split, rl::GrpoOptions& options, 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   const char* program = "megacpp-grpo";
   try {
     launch::SplitCommandLine split = launch::split_command_line(argc, argv, own_flags());
@@ -234,3 +237,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { megacpp::end_process(run(argc, argv)); }

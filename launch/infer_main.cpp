@@ -21,6 +21,7 @@
 #include "models/model_flags.h"
 #include "settings/arguments.h"
 #include "training/host_memory.h"
+#include "megacpp/process_end.h"
 
 namespace {
 
@@ -52,7 +53,9 @@ inference::InferOptions infer_options(const std::map<std::string, std::string>& 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   const char* program = "megacpp-infer";
   try {
     launch::SplitCommandLine split = launch::split_command_line(argc, argv, own_flags());
@@ -74,3 +77,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { megacpp::end_process(run(argc, argv)); }

@@ -6,7 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase's start, as minutes:seconds since this script started (CI keeps the wall time in
 # check), and the disk space left here (the trixie roots and the build trees take ~20 GB at most).
-phase() { echo "test: $1 (at $((SECONDS / 60))m$((SECONDS % 60))s, $(df -BG --output=avail . | tail -1 | tr -d ' ') free)"; }
+# The end (or a failure) lists the slowest tests and every phase with its duration, where a
+# log's tail shows them.
+phases=()
+phase() {
+  phases+=("$SECONDS $1")
+  echo "test: $1 (at $((SECONDS / 60))m$((SECONDS % 60))s, $(df -BG --output=avail . | tail -1 | tr -d ' ') free)"
+}
+phase_times() {
+  local code=$1 i start name next
+  echo "test: phases (minutes:seconds):"
+  for ((i = 0; i < ${#phases[@]}; i++)); do
+    start=${phases[i]%% *}
+    name=${phases[i]#* }
+    next=$SECONDS
+    [ $((i + 1)) -lt ${#phases[@]} ] && next=${phases[i + 1]%% *}
+    printf '  %3dm%02ds  %s\n' $(((next - start) / 60)) $(((next - start) % 60)) "$name"
+  done
+  echo "test: $((SECONDS / 60))m$((SECONDS % 60))s in all, exit code $code"
+}
+trap 'code=$?; slowest_tests || true; phase_times $code' EXIT
 phase "setup"
 bash scripts/setup.sh
 # Debian's OpenBLAS falls back to generic kernels, ~3x slower, on CPUs newer than itself: name a
@@ -60,7 +79,6 @@ npm ci --no-audit --no-fund --prefix tests/reference/hf_tokenizers
 if [ $as_root -eq 0 ]; then
   echo "test: not root: no PyTorch 2.6 roots (debootstrap, chroot); the Pytorch2.* tests are skipped" >&2
   suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
-  slowest_tests
   exit 0
 fi
 # The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself.
@@ -72,5 +90,3 @@ suite .cache/ctest-2.6.log bash scripts/test_pytorch2.sh
 wait_for_root $cuda_root .cache/setup_pytorch2_cuda.out
 phase "compile and link against libtorch-cuda 2.6"
 bash scripts/build_pytorch2.sh --cuda
-slowest_tests
-phase "done"
