@@ -40,7 +40,9 @@ constexpr pid_t kHolderUnknown = 0;
 // The pid of the process listening on `name`: kHolderEnded when none answers (it has just ended),
 // kHolderUnknown when its queue is full. The holder never accepts, so each ask stays queued while
 // it runs; a blocking connect would wait on a full queue for as long as that job trains.
-pid_t holder_of(const sockaddr_un& addr, socklen_t length) {
+pid_t holder_of(const std::string& name) {
+  socklen_t length = 0;
+  const sockaddr_un addr = abstract_address(name, &length);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return kHolderUnknown;
   pid_t pid = kHolderUnknown;
@@ -58,20 +60,12 @@ pid_t holder_of(const sockaddr_un& addr, socklen_t length) {
 }  // namespace
 
 PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int node_rank) {
-  socklen_t length = 0;
-  const sockaddr_un addr = abstract_address(claim_name(master_addr, port, nnodes, node_rank), &length);
+  const std::string name = claim_name(master_addr, port, nnodes, node_rank);
   for (int attempt = 0; attempt < 2; ++attempt) {  // a second try when the holder ended meanwhile
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw sys_error("socket for claiming --master-port " + std::to_string(port));
-    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), length) == 0 && ::listen(fd_, SOMAXCONN) == 0) return;
-    const int bind_errno = errno;
-    ::close(fd_);
-    fd_ = -1;
-    if (bind_errno != EADDRINUSE) {
-      errno = bind_errno;
-      throw sys_error("claiming --master-port " + std::to_string(port) + " on this host");
-    }
-    const pid_t holder = holder_of(addr, length);
+    fd_ = listen_on_abstract_name(name);
+    if (fd_ >= 0) return;
+    if (errno != EADDRINUSE) throw sys_error("claiming --master-port " + std::to_string(port) + " on this host");
+    const pid_t holder = holder_of(name);
     if (holder == kHolderEnded) continue;
     const std::string who = holder == kHolderUnknown ? "" : " (pid " + std::to_string(holder) + ")";
     throw PortTaken("--master-port " + std::to_string(port) + " is taken on this host by another job's megacpp-run" + who +
@@ -84,6 +78,18 @@ PortClaim::PortClaim(const std::string& master_addr, int port, int nnodes, int n
 
 PortClaim::~PortClaim() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+int listen_on_abstract_name(const std::string& name) {
+  socklen_t length = 0;
+  const sockaddr_un addr = abstract_address(name, &length);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), length) == 0 && ::listen(fd, SOMAXCONN) == 0) return fd;
+  const int saved_errno = errno;
+  ::close(fd);
+  errno = saved_errno;
+  return -1;
 }
 
 int pick_free_port() {

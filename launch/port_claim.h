@@ -35,6 +35,10 @@ class PortClaim {
   int fd_ = -1;
 };
 
+// Binds and listens on the abstract Unix socket `name`, which the kernel releases when the
+// process ends. Returns its descriptor, or -1 with errno set (EADDRINUSE: another process holds it).
+int listen_on_abstract_name(const std::string& name);
+
 // Binds 127.0.0.1:0, reads the kernel-chosen port and closes the socket.
 // Throws std::runtime_error on failure.
 int pick_free_port();

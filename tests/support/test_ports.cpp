@@ -6,12 +6,9 @@
 // abstract Unix socket) while it runs, so no other test process takes it.
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstddef>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -19,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "launch/port_claim.h"
 #include "tests/support/distributed_test.h"
 
 namespace megacpp::testing {
@@ -35,16 +33,7 @@ std::pair<int, int> test_port_range() {
 
 // Holds "megacpp-tests/port/P" for the rest of this process; false when another process does.
 bool claim_for_this_process(int port) {
-  const std::string name = "megacpp-tests/port/" + std::to_string(port);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] == '\0': abstract
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), length) == 0) return true;  // fd kept open
-  ::close(fd);
-  return false;
+  return launch::listen_on_abstract_name("megacpp-tests/port/" + std::to_string(port)) >= 0;  // never closed
 }
 
 bool bindable(int port) {
