@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export MEGACPP_BENCH_COMMAND="bash scripts/bench.sh $*"  # what the results say made them
 if [ "${1:-}" = "--tensor-parallel" ]; then
   shift
-  bash scripts/build.sh
+  MEGACPP_BUILD_TARGETS="all benchmarks" bash scripts/build.sh
   python3 bench/bench.py --sections l --json bench/tensor_parallel.json "$@"
   python3 bench/report.py bench/tensor_parallel.json --docs docs/performance.md
   exit 0
@@ -33,8 +33,9 @@ if [ "${1:-}" = "--scaling" ]; then
   fi
 fi
 bash scripts/setup_pytorch2.sh
-bash scripts/build_pytorch2.sh
-bash scripts/build.sh
+# The benchmark programs (megacpp-bench-*) are not in a plain build.
+MEGACPP_BUILD_TARGETS="all benchmarks" bash scripts/build_pytorch2.sh
+MEGACPP_BUILD_TARGETS="all benchmarks" bash scripts/build.sh
 if [ $scaling -eq 1 ]; then
   python3 bench/bench.py --sections h --repeats 2 --json bench/scaling.json "$@"
   /usr/bin/python3 bench/report.py bench/scaling.json --docs docs/performance.md --plot docs/scaling.png

@@ -8,7 +8,7 @@
 namespace megacpp::models::kernels {
 namespace {
 
-constexpr int64_t kBlock = 128;  // queries and keys per block
+constexpr int64_t kAttentionBlock = 128;  // queries and keys per block
 
 // One block of queries [q0, q0 + nq) against one of keys [k0, k0 + nk).
 struct BlockPair {
@@ -56,12 +56,12 @@ struct FlashAttentionFunction : torch::autograd::Function<FlashAttentionFunction
     const auto f32 = q.options().dtype(torch::kFloat);
     at::Tensor out = torch::empty({batch, heads, seq, dim}, q.options());
     at::Tensor lse = torch::empty({batch, heads, seq}, f32);
-    for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
-      const int64_t nq = std::min(kBlock, seq - q0);
+    for (int64_t q0 = 0; q0 < seq; q0 += kAttentionBlock) {
+      const int64_t nq = std::min(kAttentionBlock, seq - q0);
       at::Tensor top = torch::full({batch, heads, nq}, -std::numeric_limits<float>::infinity(), f32);
       at::Tensor sum = torch::zeros({batch, heads, nq}, f32), acc = torch::zeros({batch, heads, nq, dim}, f32);
-      for (int64_t k0 = 0; k0 < seq; k0 += kBlock) {
-        const BlockPair b{q0, nq, k0, std::min(kBlock, seq - k0)};
+      for (int64_t k0 = 0; k0 < seq; k0 += kAttentionBlock) {
+        const BlockPair b{q0, nq, k0, std::min(kAttentionBlock, seq - k0)};
         const BlockMask mask = block_mask(b, documents, window, q.options());
         if (mask.skip) continue;
         const at::Tensor s = block_scores(q, k, b, mask, scale);
@@ -91,9 +91,9 @@ struct FlashAttentionFunction : torch::autograd::Function<FlashAttentionFunction
     const at::Tensor delta = (dout.to(torch::kFloat) * out.to(torch::kFloat)).sum(-1);  // rowsum(dO * O)
     const auto f32 = q.options().dtype(torch::kFloat);
     at::Tensor dq = torch::zeros(q.sizes(), f32), dk = torch::zeros(k.sizes(), f32), dv = torch::zeros(v.sizes(), f32);
-    for (int64_t k0 = 0; k0 < seq; k0 += kBlock) {
-      for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
-        const BlockPair b{q0, std::min(kBlock, seq - q0), k0, std::min(kBlock, seq - k0)};
+    for (int64_t k0 = 0; k0 < seq; k0 += kAttentionBlock) {
+      for (int64_t q0 = 0; q0 < seq; q0 += kAttentionBlock) {
+        const BlockPair b{q0, std::min(kAttentionBlock, seq - q0), k0, std::min(kAttentionBlock, seq - k0)};
         const BlockMask mask = block_mask(b, documents, window, q.options());
         if (mask.skip) continue;
         const at::Tensor p = (block_scores(q, k, b, mask, scale) - lse.narrow(2, b.q0, b.nq).unsqueeze(-1)).exp_();

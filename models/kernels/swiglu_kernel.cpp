@@ -7,7 +7,7 @@
 namespace megacpp::models::kernels {
 namespace {
 
-constexpr int64_t kBlock = 4096;  // elements converted to fp32 at a time
+constexpr int64_t kConvertBlock = 4096;  // elements converted to fp32 at a time
 
 MEGACPP_ROW_LOOP void swiglu_block(const float* gate, const float* up, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + exp_approx(-gate[i])) * up[i];
@@ -22,13 +22,13 @@ MEGACPP_ROW_LOOP void swiglu_block_backward(const float* gate, const float* up, 
   }
 }
 
-// body(begin, length, buffers...) over [0, numel) in blocks of kBlock, in parallel.
+// body(begin, length, buffers...) over [0, numel) in blocks of kConvertBlock, in parallel.
 template <typename F>
 void for_each_block(int64_t numel, const F& body) {
-  at::parallel_for(0, (numel + kBlock - 1) / kBlock, 8, [&](int64_t first, int64_t last) {
+  at::parallel_for(0, (numel + kConvertBlock - 1) / kConvertBlock, 8, [&](int64_t first, int64_t last) {
     for (int64_t block = first; block < last; ++block) {
-      const int64_t begin = block * kBlock;
-      body(begin, std::min(kBlock, numel - begin));
+      const int64_t begin = block * kConvertBlock;
+      body(begin, std::min(kConvertBlock, numel - begin));
     }
   });
 }

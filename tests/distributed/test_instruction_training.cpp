@@ -22,7 +22,7 @@ namespace megacpp {
 namespace {
 
 // 24 Alpaca conversations about numbers, byte-level tokens, ChatML: PREFIX of the datasets.
-std::string write_conversations(const std::string& dir) {
+std::string write_number_conversations(const std::string& dir) {
   std::string lines;
   for (int i = 0; i < 24; ++i) {
     lines += "{\"instruction\": \"Double " + std::to_string(i) + ".\", \"input\": \"\", \"output\": \"" + std::to_string(2 * i) + "\"}\n";
@@ -34,13 +34,13 @@ std::string write_conversations(const std::string& dir) {
   return dir + "/numbers";
 }
 
-const std::string kTrain =
+const std::string kNumberSft =
     "--model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 "
     "--tokenizer-type ByteLevelTokenizer --seq-length 95 --micro-batch-size 2 --global-batch-size 8 --split 100,0,0 "
     "--log-interval 1 --lr 1e-2 --eval-iters 0 --train-iters 12 --seed 5 --stage sft --is-instruction-dataset --data-path ";
 
 TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
-  const std::string prefix = write_conversations(testing::scratch_dir());
+  const std::string prefix = write_number_conversations(testing::scratch_dir());
   const auto records = io::data::InstructionRecords::open(prefix);
   const io::data::InstructionDataset data(records, 0, records.size(), 96, 256, 7, 4);
   const training::MicroBatch batch = training::load_micro_batch(data, 0, 0, {4, 0, 1}, 257);
@@ -116,20 +116,20 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
 
 TEST(InstructionTraining, SameLossesOnEveryLayoutAndTheModelLearns) {
   const std::string dir = testing::scratch_dir();
-  const std::string prefix = write_conversations(dir);
-  const testing::TrainRun one = testing::train(1, kTrain + prefix);
+  const std::string prefix = write_number_conversations(dir);
+  const testing::TrainRun one = testing::train(1, kNumberSft + prefix);
   testing::expect_trained(one, 12);
   EXPECT_LT(one.losses.back(), 0.7 * one.losses.front()) << "the model does not learn the answers";
   EXPECT_NE(one.result.output.find("instruction data: 24 conversations of " + prefix), std::string::npos) << one.result.output;
-  testing::expect_same_losses(one, testing::train(2, kTrain + prefix + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
-  testing::expect_same_losses(one, testing::train(4, kTrain + prefix + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
+  testing::expect_same_losses(one, testing::train(2, kNumberSft + prefix + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
+  testing::expect_same_losses(one, testing::train(4, kNumberSft + prefix + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
                               "HSDP 2x2", 1e-5);
-  testing::expect_same_losses(one, testing::train(2, kTrain + prefix + " --use-torch-fsdp2 --variable-seq-lengths"),
+  testing::expect_same_losses(one, testing::train(2, kNumberSft + prefix + " --use-torch-fsdp2 --variable-seq-lengths"),
                               "FSDP on 2 ranks, micro-batches cut to their longest conversation", 1e-5);
 }
 
 TEST(InstructionTraining, RefusesWhatDoesNotFitByName) {
-  const std::string prefix = write_conversations(testing::scratch_dir());
+  const std::string prefix = write_number_conversations(testing::scratch_dir());
   const std::string base = "--model-type llama --tokenizer-type ByteLevelTokenizer --micro-batch-size 1 --train-iters 1 --eval-iters 0 ";
   const auto short_samples = testing::train(1, base + "--seq-length 16 --is-instruction-dataset --data-path " + prefix);
   EXPECT_NE(short_samples.result.output.find(prefix + "_packed_input_ids_document: conversation 0 has"), std::string::npos)

@@ -20,7 +20,7 @@ namespace megacpp {
 namespace {
 
 // 24 Alpaca conversations of different lengths, byte-level tokens, ChatML: PREFIX of the datasets.
-std::string write_conversations(const std::string& dir) {
+std::string write_letter_conversations(const std::string& dir) {
   std::string lines;
   for (int i = 0; i < 24; ++i) {
     const std::string answer = std::string(static_cast<size_t>(1 + i * 7 % 20), static_cast<char>('a' + i % 7));
@@ -43,7 +43,7 @@ std::vector<at::Tensor> gradients_of(models::LlamaModel& model) {
 }
 
 TEST(PerTokenLoss, IsTheSumOverTheGlobalBatchsLabelsOverTheirCount) {
-  const std::string prefix = write_conversations(testing::scratch_dir());
+  const std::string prefix = write_letter_conversations(testing::scratch_dir());
   const auto records = io::data::InstructionRecords::open(prefix);
   const io::data::InstructionDataset data(records, 0, records.size(), 97, 256, 7, 8);
   const std::vector<training::MicroBatch> batches = {training::load_micro_batch(data, 0, 0, {1, 0, 1}, 257),
@@ -78,7 +78,7 @@ TEST(PerTokenLoss, IsTheSumOverTheGlobalBatchsLabelsOverTheirCount) {
   EXPECT_GT(std::abs(training::forward_backward(model, batches, setup, nullptr).mean_loss - expected.item<double>()), 1e-4);
 }
 
-const std::string kTrain =
+const std::string kLetterSft =
     "--model-type llama --num-layers 2 --hidden-size 32 --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 48 "
     "--tokenizer-type ByteLevelTokenizer --seq-length 96 --micro-batch-size 2 --global-batch-size 8 --split 80,20,0 "
     "--log-interval 1 --lr 1e-2 --eval-interval 3 --eval-iters 1 --train-iters 6 --seed 5 --stage sft --is-instruction-dataset "
@@ -86,22 +86,22 @@ const std::string kTrain =
 
 TEST(PerTokenLoss, SameLossesOnEveryLayout) {
   const std::string dir = testing::scratch_dir();
-  const std::string prefix = write_conversations(dir);
+  const std::string prefix = write_letter_conversations(dir);
   const std::string data = prefix + " --calculate-per-token-loss";
-  const testing::TrainRun one = testing::train(1, kTrain + data);
+  const testing::TrainRun one = testing::train(1, kLetterSft + data);
   testing::expect_trained(one, 6);
   ASSERT_EQ(one.validation.size(), 3u) << one.result.output;  // iterations 3 and 6, and the end
   // Without the flag, each micro-batch's mean weighs alike: other losses.
-  const testing::TrainRun means = testing::train(1, kTrain + prefix);
+  const testing::TrainRun means = testing::train(1, kLetterSft + prefix);
   testing::expect_trained(means, 6);
   double largest = 0;
   for (size_t i = 0; i < one.losses.size(); ++i) largest = std::max(largest, std::abs(means.losses[i] / one.losses[i] - 1));
   EXPECT_GT(largest, 1e-3);
-  testing::expect_same_losses(one, testing::train(2, kTrain + data + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
-  testing::expect_same_losses(one, testing::train(4, kTrain + data + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
+  testing::expect_same_losses(one, testing::train(2, kLetterSft + data + " --use-torch-fsdp2"), "FSDP on 2 ranks", 1e-5);
+  testing::expect_same_losses(one, testing::train(4, kLetterSft + data + testing::fsdp_flags(dir, "hsdp.yaml", "sharding_size: 2\n")),
                               "HSDP 2x2", 1e-5);
-  testing::expect_same_losses(one, testing::train(2, kTrain + data + " --use-torch-fsdp2 --context-parallel-size 2"), "Ulysses 2", 1e-5);
-  testing::expect_same_losses(one, testing::train(2, kTrain + data + " --use-torch-fsdp2 --context-parallel-size 2 --variable-seq-lengths"),
+  testing::expect_same_losses(one, testing::train(2, kLetterSft + data + " --use-torch-fsdp2 --context-parallel-size 2"), "Ulysses 2", 1e-5);
+  testing::expect_same_losses(one, testing::train(2, kLetterSft + data + " --use-torch-fsdp2 --context-parallel-size 2 --variable-seq-lengths"),
                               "Ulysses 2, micro-batches cut to their longest conversation", 1e-5);
 }
 
