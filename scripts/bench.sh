@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export MEGACPP_BENCH_COMMAND="bash scripts/bench.sh $*"  # what the results say made them
 if [ "${1:-}" = "--tensor-parallel" ]; then
   shift
-  MEGACPP_BUILD_TARGETS="all benchmarks" bash scripts/build.sh
+  bash scripts/build.sh  # section l runs megacpp-train alone, no benchmark program
   python3 bench/bench.py --sections l --json bench/tensor_parallel.json "$@"
   python3 bench/report.py bench/tensor_parallel.json --docs docs/performance.md
   exit 0
