@@ -12,7 +12,7 @@ install(TARGETS megacpp-train megacpp-run megacpp-preprocess megacpp-convert meg
 # Loaded at run time from ../lib beside the programs (Note [SentencePiece in its own scope]).
 install(TARGETS megacpp_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The headers under include/megacpp/, each folder as in the tree (what they include names them so).
-foreach(folder megacpp io parallel models checkpoint settings training inference rl launch)
+foreach(folder megacpp io parallel models checkpoint settings runtime training inference rl launch)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${folder} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/megacpp
     FILES_MATCHING PATTERN "*.h" PATTERN "pch.h" EXCLUDE)
 endforeach()

@@ -17,9 +17,9 @@
 #include "inference/sequence_log_probs.h"
 #include "megacpp/logging.h"
 #include "parallel/collectives.h"
-#include "training/heartbeat.h"
-#include "training/model_setup.h"
-#include "training/model_weights.h"
+#include "runtime/heartbeat.h"
+#include "runtime/model_setup.h"
+#include "runtime/model_weights.h"
 
 namespace megacpp::inference {
 namespace {
@@ -95,15 +95,15 @@ class InferRun {
 
   void run() {
     heartbeat_.beat("starting: rendezvous and model");
-    setup_ = training::read_process_layout(args_);
-    training::start_processes(setup_, args_);
+    setup_ = runtime::read_process_layout(args_);
+    runtime::start_processes(setup_, args_);
     const int64_t vocab = args_.model->to_args().value("padded_vocab_size", int64_t{0});
     sequences_ = read_sequences(options_.input, vocab, args_.seq_length);
     if (setup_.runtime->rank() == 0) open_output();
     heartbeat_.beat("building, sharding and loading the model");
-    model_ = training::build_model(args_, setup_.device);
-    training::parallelize_model(*model_, setup_, args_, /*initialize=*/false);  // the weights are loaded
-    training::load_model_weights(args_, *setup_.mesh, *model_);
+    model_ = runtime::build_model(args_, setup_.device);
+    runtime::parallelize_model(*model_, setup_, args_, /*initialize=*/false);  // the weights are loaded
+    runtime::load_model_weights(args_, *setup_.mesh, *model_);
     log_start();
     const auto start = Clock::now();
     score_all();
@@ -190,8 +190,8 @@ class InferRun {
 
   settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
   const InferOptions options_;
-  training::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
-  training::ProcessSetup setup_;
+  runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  runtime::ProcessSetup setup_;
   std::vector<Sequence> sequences_;
   std::shared_ptr<models::LanguageModel> model_;
   std::ofstream out_;  // rank 0: the output's temporary file
@@ -213,7 +213,7 @@ int run_fsdp2_infer(const settings::TrainingArguments& args, const InferOptions&
     if (args.load.empty() && args.init_from_hf_path.empty()) {
       throw std::invalid_argument("the weights come from --load (a checkpoint) or --init-from-hf-path (a Hugging Face folder); neither is given");
     }
-    training::use_kernel_fusion(args);
+    runtime::use_kernel_fusion(args);
     InferRun run(args, options);
     run.run();
     return 0;

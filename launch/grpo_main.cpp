@@ -23,7 +23,7 @@
 #include "rl/grpo_run.h"
 #include "rl/rlvr_config.h"
 #include "settings/arguments.h"
-#include "training/host_memory.h"
+#include "runtime/host_memory.h"
 #include "megacpp/process_end.h"
 
 namespace {
@@ -229,7 +229,7 @@ int run(int argc, char** argv) {
     settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
     if (!given(split.rest, "lr-decay-style")) args.lr_decay_style = "constant";  // verl's default: no decay unless asked for
     if (!given(split.rest, "log-interval")) args.log_interval = 1;                 // ROLL's logging_steps: every step
-    training::keep_freed_host_memory();  // Note [Host memory]
+    runtime::keep_freed_host_memory();  // Note [Host memory]
     std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train
     return rl::run_grpo(std::move(args), options, program);
   } catch (const std::exception& e) {

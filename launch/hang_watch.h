@@ -2,7 +2,7 @@
 // A rank that stops (SIGSTOP, a deadlock, a dead NFS mount) leaves the others waiting in a
 // collective until --distributed-timeout-minutes runs out, and then the error names a rank that
 // only waited. So megacpp-run gives each rank a heartbeat file ($MEGACPP_HEARTBEAT_FILE) that
-// megacpp-train rewrites whenever it moves on (training/heartbeat.h); the launcher reads
+// megacpp-train rewrites whenever it moves on (runtime/heartbeat.h); the launcher reads
 // them as it polls. When a rank's file has not changed for --hang-timeout-seconds, the launcher
 // names the rank at fault, with its pid and its last phase, and stops the job: a rank that is
 // stopped (state T in /proc) if there is one (even one stopped before its first heartbeat, which

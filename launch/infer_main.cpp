@@ -20,7 +20,7 @@
 #include "megacpp/logging.h"
 #include "models/model_flags.h"
 #include "settings/arguments.h"
-#include "training/host_memory.h"
+#include "runtime/host_memory.h"
 #include "megacpp/process_end.h"
 
 namespace {
@@ -69,7 +69,7 @@ int run(int argc, char** argv) {
     }
     const inference::InferOptions options = infer_options(split.own);
     const settings::TrainingArguments args = settings::parse_arguments(static_cast<int>(split.rest.size()), split.rest.data());
-    training::keep_freed_host_memory();  // Note [Host memory]
+    runtime::keep_freed_host_memory();  // Note [Host memory]
     std::signal(SIGPIPE, SIG_IGN);       // a peer's closed socket is an error to report, as in megacpp-train
     return inference::run_fsdp2_infer(args, options, program);
   } catch (const std::exception& e) {

@@ -6,7 +6,7 @@
 
 #include "settings/arguments.h"
 #include "megacpp/logging.h"
-#include "training/host_memory.h"
+#include "runtime/host_memory.h"
 #include "training/trainer.h"
 
 namespace megacpp::launch {
@@ -16,7 +16,7 @@ int train_program(int argc, const char* const* argv, const char* program) {
     bool help = false;
     const settings::TrainingArguments args = settings::parse_arguments(argc, argv, &help);
     if (help) return 0;
-    training::keep_freed_host_memory();  // Note [Host memory]
+    runtime::keep_freed_host_memory();  // Note [Host memory]
     // As Python (so torchrun's ranks) does: a write to a socket a failed peer closed is an error
     // to report, not a silent death by SIGPIPE that would hide the peer's own message.
     std::signal(SIGPIPE, SIG_IGN);

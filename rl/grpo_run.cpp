@@ -22,10 +22,10 @@
 #include "settings/fsdp2_config_yaml.h"
 #include "settings/parallelism.h"
 #include "training/checkpointing.h"
-#include "training/heartbeat.h"
+#include "runtime/heartbeat.h"
 #include "training/lr_schedule.h"
-#include "training/model_setup.h"
-#include "training/model_weights.h"
+#include "runtime/model_setup.h"
+#include "runtime/model_weights.h"
 #include "training/optimizer.h"
 #include "training/parameter_dump.h"
 
@@ -115,7 +115,7 @@ class GrpoRun {
                                   std::to_string(world));
     }
     const std::string& strategy = options_.train_strategy_yaml;
-    setup_ = training::read_process_layout(args_, options_.rollout_ranks, [&](settings::FSDP2Config& config) {
+    setup_ = runtime::read_process_layout(args_, options_.rollout_ranks, [&](settings::FSDP2Config& config) {
       if (!strategy.empty()) config = settings::parse_fsdp2_config(strategy, options_.train_strategy_source, config);
     });
     if (options_.trainer_ranks > 0 && options_.trainer_ranks != trainers) {
@@ -123,7 +123,7 @@ class GrpoRun {
                                   std::to_string(options_.trainer_ranks) + " trainer rank(s); the job has " + std::to_string(trainers) +
                                   " beside " + std::to_string(options_.rollout_ranks) + " rollout rank(s)");
     }
-    training::start_processes(setup_, args_);
+    runtime::start_processes(setup_, args_);
     if (options_.rollout_ranks > 0) {
       groups_ = split_rollout_ranks(*setup_.runtime, trainers, std::chrono::minutes(args_.distributed_timeout_minutes));
     }
@@ -137,7 +137,7 @@ class GrpoRun {
   std::shared_ptr<models::LanguageModel> rollout_model() const {
     settings::TrainingArguments unsharded = args_;
     unsharded.init_model_with_meta_device = false;
-    auto model = training::build_model(unsharded, setup_.device);
+    auto model = runtime::build_model(unsharded, setup_.device);
     model->to(setup_.device);
     return model;
   }
@@ -162,8 +162,8 @@ class GrpoRun {
 
   settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
   const GrpoOptions options_;
-  training::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
-  training::ProcessSetup setup_;
+  runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  runtime::ProcessSetup setup_;
   std::optional<RolloutGroups> groups_;  // with --rollout-ranks
   parallel::Group trainers_;
   std::unique_ptr<io::data::Tokenizer> tokenizer_;
@@ -186,9 +186,9 @@ class GrpoRun {
 void GrpoRun::build_trainer() {
   heartbeat_.beat("building, sharding and loading the actor and the reference");
   const bool has_weights = !args_.load.empty() || !args_.init_from_hf_path.empty();
-  actor_ = training::build_model(args_, setup_.device);
+  actor_ = runtime::build_model(args_, setup_.device);
   // LoRA adapters a base checkpoint does not hold start from their initialization, as megacpp-train's.
-  training::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights || args_.lora.rank > 0);
+  runtime::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights || args_.lora.rank > 0);
   std::vector<at::Tensor> params = actor_->parameters();
   optimizer_ = training::make_optimizer(args_, params);
   checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
@@ -196,7 +196,7 @@ void GrpoRun::build_trainer() {
   if (!args_.load.empty()) {
     progress_ = checkpointer_->load(*actor_, *optimizer_);
   } else if (has_weights) {
-    training::load_model_weights(args_, *setup_.mesh, *actor_);
+    runtime::load_model_weights(args_, *setup_.mesh, *actor_);
   }
   // A LoRA actor's reference is its frozen base: the actor with its adapters off (verl's), unless
   // --reference-load names another model.
@@ -208,9 +208,9 @@ void GrpoRun::build_trainer() {
       reference.ckpt_step = -1;
     }
     const bool loads = !reference.load.empty() || !reference.init_from_hf_path.empty();
-    reference_ = training::build_model(reference, setup_.device);
-    training::parallelize_model(*reference_, setup_, reference, /*initialize=*/!loads);
-    if (loads) training::load_model_weights(reference, *setup_.mesh, *reference_);
+    reference_ = runtime::build_model(reference, setup_.device);
+    runtime::parallelize_model(*reference_, setup_, reference, /*initialize=*/!loads);
+    if (loads) runtime::load_model_weights(reference, *setup_.mesh, *reference_);
     for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   }
   if (groups_) {
@@ -388,7 +388,7 @@ void GrpoRun::evaluate(int64_t step) {
 int run_grpo(settings::TrainingArguments args, const GrpoOptions& options, const char* program) {
   try {
     check_options(args, options);
-    training::use_kernel_fusion(args);
+    runtime::use_kernel_fusion(args);
     return GrpoRun(std::move(args), options).run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());

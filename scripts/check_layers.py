@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""megacpp's layers, and a check that every #include "..." points to the same layer or one below,
-that no two components (a header and its .cpp) include each other, however indirectly, and
+"""megacpp's layers, and a check that every #include "..." points to the same layer or one below
+(not to a layer beside it, of the same height), that no two components (a header and its .cpp) include each other, however indirectly, and
 that each layer's folder has a README.md.
 
     python3 scripts/check_layers.py [--root DIR] [--graph]   exit 1 naming every upward include
@@ -28,12 +28,31 @@ LAYERS = [
     ("models", ["models/*"]),
     ("checkpoint", ["checkpoint/*"]),
     ("settings", ["settings/*"]),
-    ("training", ["training/*", "inference/*", "rl/*"]),
+    ("runtime", ["runtime/*"]),
+    ("training", ["training/*"]),
+    ("inference", ["inference/*"]),
+    ("rl", ["rl/*"]),
     ("launch", ["launch/*"]),
 ]
+# Layers side by side at one height: neither may include the other (the training loop and
+# forward-only inference both stand on runtime/; rl/ stands on both).
+BESIDE = [("training", "inference")]
 ON_TOP = ["tests/*", "examples/*", "bench/*"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE = (".h", ".hpp", ".cpp", ".cc")
+
+
+def heights():
+    """Each layer's height by rank: one above the layer before it, or that layer's own height when it
+    stands beside it."""
+    result = []
+    for rank, (name, _) in enumerate(LAYERS):
+        beside = rank > 0 and (LAYERS[rank - 1][0], name) in BESIDE
+        result.append(result[-1] if beside else (result[-1] + 1 if result else 0))
+    return result
+
+
+HEIGHT = heights()
 
 
 def layer_of(path):
@@ -110,9 +129,10 @@ def check(root):
                     continue  # a header beside the file, or a generated one
                 includes.setdefault(path, []).append(m.group(1))
                 edges[(here, there)] = edges.get((here, there), 0) + 1
-                if there > here:
+                if HEIGHT[there] > HEIGHT[here] or (HEIGHT[there] == HEIGHT[here] and there != here):
+                    where = "beside" if HEIGHT[there] == HEIGHT[here] else "above"
                     upward.append(f"{path}:{number}: includes \"{m.group(1)}\": layer {LAYERS[here][0]} "
-                                  f"must not include layer {LAYERS[there][0]}, which is above it")
+                                  f"must not include layer {LAYERS[there][0]}, which is {where} it")
     return upward + component_cycles(includes), edges, unplaced
 
 
@@ -145,6 +165,15 @@ def self_test(root):
         if result.returncode != 1 or "parallel/group.cpp:" not in result.stderr or \
                 "layer parallel must not include layer training" not in result.stderr:
             sys.exit(f"check_layers --self-test: a planted upward include was not reported:\n{result.stdout}{result.stderr}")
+        # An include between layers side by side: inference -> training.
+        shutil.copy(os.path.join(root, "parallel", "group.cpp"), planted)
+        shutil.copytree(os.path.join(root, "inference"), os.path.join(scratch, "inference"))
+        with open(os.path.join(scratch, "inference", "answering.cpp"), "a") as f:
+            f.write('#include "training/trainer.h"\n')
+        result = subprocess.run([sys.executable, __file__, "--root", scratch], capture_output=True, text=True)
+        if result.returncode != 1 or "layer inference must not include layer training, which is beside it" not in result.stderr:
+            sys.exit(f"check_layers --self-test: a planted include beside was not reported:\n{result.stdout}{result.stderr}")
+        shutil.rmtree(os.path.join(scratch, "inference"))
         # A cycle within one layer: argument_rules -> arguments -> argument_rules (what
         # settings/training_arguments.h removed).
         shutil.copy(os.path.join(root, "parallel", "group.cpp"), planted)
@@ -155,8 +184,8 @@ def self_test(root):
         if result.returncode != 1 or "components include each other: settings/argument_rules, settings/arguments" \
                 not in result.stderr or "must not include" in result.stderr:
             sys.exit(f"check_layers --self-test: a planted cycle was not reported:\n{result.stdout}{result.stderr}")
-    print("check_layers --self-test: the tree passes; a planted parallel -> training include and a planted "
-          "cycle (argument_rules <-> arguments) fail")
+    print("check_layers --self-test: the tree passes; a planted parallel -> training include, a planted "
+          "inference -> training include (side by side) and a planted cycle (argument_rules <-> arguments) fail")
 
 
 def main():

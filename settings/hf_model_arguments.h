@@ -10,7 +10,7 @@
 // - the vocabulary is config.json's (the embedding's rows); the tokenizer, unless one is given,
 //   is the folder's tokenizer.json;
 // - the weights are the folder's safetensors, each rank reading only its shard of each tensor
-//   (training/hf_initialization.h), unless --load holds a checkpoint, which resumes instead;
+//   (runtime/hf_initialization.h), unless --load holds a checkpoint, which resumes instead;
 // - --load DIR of a Hugging Face folder (config.json and safetensors) without
 //   --init-from-hf-path means --init-from-hf-path DIR --load DIR: the folder's model, from its
 //   weights, or resumed from the checkpoints --save DIR wrote there.

@@ -13,14 +13,18 @@
 #include "checkpoint/lora_export.h"
 #include "checkpoint/model_args.h"
 #include "checkpoint/tensor_convert.h"
-#include "training/checkpoint_slots.h"
-#include "training/hf_initialization.h"
+#include "runtime/checkpoint_slots.h"
+#include "runtime/hf_initialization.h"
 #include "training/lr_schedule.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "models/lora.h"
 
 namespace megacpp::training {
+
+using runtime::ParamSlot;
+using runtime::SlotBlock;
+
 namespace {
 
 using io::serialization::PyValue;
@@ -174,10 +178,10 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
   auto& items = job.items;
   auto add_block = [&](const io::checkpoint::StatePath& path, const ParamSlot& slot, const at::Tensor& local) {
     for (const SlotBlock& block : slot.blocks) {
-      items.add_block(path, slot.global_shape, block.offsets, block_rows(slot, block, local).detach());
+      items.add_block(path, slot.global_shape, block.offsets, runtime::block_rows(slot, block, local).detach());
     }
   };
-  const auto slots = param_slots(model, &optimizer, mesh_);
+  const auto slots = runtime::param_slots(model, &optimizer, mesh_);
   int64_t step = 0;
   for (const auto& slot : slots) {
     // Under LoRA the frozen base is saved only with --lora-save-base; frozen parameters have no
@@ -185,7 +189,7 @@ void TrainingCheckpointer::save(const TrainingProgress& progress, torch::nn::Mod
     const bool saves_weights = args_.lora.rank == 0 || slot.adapter || args_.lora_save_base;
     if (slot.writes && saves_weights) add_block(format.model(slot.fqn), slot, slot.tensor);
     if (!slot.trainable) continue;
-    auto& state = adam_state(optimizer, slot.tensor);
+    auto& state = runtime::adam_state(optimizer, slot.tensor);
     step = std::max(step, state.step());
     if (slot.writes) {
       if (with_optimizer) {
@@ -260,7 +264,7 @@ bool holds_weights(const checkpoint::CheckpointReader& reader, const std::vector
 TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::optim::AdamW& optimizer) {
   const bool from_folder = !args_.init_from_hf_path.empty();
   if (args_.load.empty() && args_.lora_load.empty() && !from_folder) return {};
-  const auto slots = param_slots(model, &optimizer, mesh_);
+  const auto slots = runtime::param_slots(model, &optimizer, mesh_);
   const bool lora = args_.lora.rank > 0;
   std::vector<ParamSlot> base, adapters;
   for (const auto& slot : slots) (slot.adapter ? adapters : base).push_back(slot);
@@ -271,9 +275,9 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
                        : lora      ? "the base model is the one --seed initializes"
                                    : "training from scratch");
   }
-  if (!base_reader && from_folder) load_hf_folder(args_.init_from_hf_path, *args_.model, base);
+  if (!base_reader && from_folder) runtime::load_hf_folder(args_.init_from_hf_path, *args_.model, base);
   if (base_reader) {
-    check_model_fits(args_, *base_reader, slots);
+    runtime::check_model_fits(args_, *base_reader, slots);
     const bool has_adapters = lora && holds_adapters(*base_reader, adapters);
     if (has_adapters && !holds_weights(*base_reader, base)) {
       throw std::runtime_error("--load " + args_.load + " holds LoRA adapters without their base model (saved without "
@@ -303,13 +307,13 @@ TrainingProgress TrainingCheckpointer::load(torch::nn::Module& model, torch::opt
   }
   if (!reader) return {};
   check_lora_settings(*reader, adapters, "--lora-load " + args_.lora_load);
-  check_model_fits(args_, *reader, slots);
+  runtime::check_model_fits(args_, *reader, slots);
   return resume(*reader, adapters, optimizer);
 }
 
 void TrainingCheckpointer::load_base(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& base) const {
   spdlog::info("loading the base model from {} ({})", reader.dir(), reader.format().name());
-  for (const auto& slot : base) load_rows(reader.tensors(), reader.format().model(slot.fqn), slot, slot.tensor);
+  for (const auto& slot : base) runtime::load_rows(reader.tensors(), reader.format().model(slot.fqn), slot, slot.tensor);
 }
 
 void TrainingCheckpointer::check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters,
@@ -351,7 +355,7 @@ TrainingProgress TrainingCheckpointer::resume(const checkpoint::CheckpointReader
   const checkpoint::CheckpointFormat format = reader.format();
   const auto& tensors = reader.tensors();
   spdlog::info("loading checkpoint {} ({}{})", reader.dir(), format.name(), model_only ? ", model weights only" : "");
-  for (const auto& slot : slots) load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
+  for (const auto& slot : slots) runtime::load_rows(tensors, format.model(slot.fqn), slot, slot.tensor);
   if (model_only) return {};
 
   const std::string where = reader.dir();
@@ -407,9 +411,9 @@ void TrainingCheckpointer::load_optimizer(const checkpoint::CheckpointReader& re
       throw std::runtime_error(where + " holds no optimizer state for " + slot.fqn + ", which this run trains (was it frozen when "
                                "saved?): add --no-load-optim to start the optimizer afresh, or freeze it again");
     }
-    auto& state = adam_state(optimizer, slot.tensor);
-    load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
-    load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
+    auto& state = runtime::adam_state(optimizer, slot.tensor);
+    runtime::load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg"), slot, state.exp_avg());
+    runtime::load_rows(tensors, format.optimizer_state(slot.fqn, "exp_avg_sq"), slot, state.exp_avg_sq());
     if (format.optimizer_groups_per_parameter()) {
       state.step(static_cast<int64_t>(tensors.read_tensor(io::checkpoint::flat_key(format.optimizer_state(slot.fqn, "step"))).item<float>()));
     } else {

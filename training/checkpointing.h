@@ -27,9 +27,11 @@ class DeviceMesh;
 class DistributedRuntime;
 }  // namespace megacpp::parallel
 
-namespace megacpp::training {
-
+namespace megacpp::runtime {
 struct ParamSlot;
+}
+
+namespace megacpp::training {
 
 // Where training stands: what a resumed run continues from.
 struct TrainingProgress {
@@ -68,14 +70,14 @@ class TrainingCheckpointer {
   // `otherwise`, when there is none and a run may go on without.
   std::optional<checkpoint::CheckpointReader> open(const std::string& root, const std::string& flag,
                                                    const std::string& otherwise) const;
-  TrainingProgress resume(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+  TrainingProgress resume(const checkpoint::CheckpointReader& reader, const std::vector<runtime::ParamSlot>& slots,
                           torch::optim::AdamW& optimizer);
-  void load_optimizer(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& slots,
+  void load_optimizer(const checkpoint::CheckpointReader& reader, const std::vector<runtime::ParamSlot>& slots,
                       torch::optim::AdamW& optimizer) const;
-  void load_base(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& base) const;
+  void load_base(const checkpoint::CheckpointReader& reader, const std::vector<runtime::ParamSlot>& base) const;
   // Refuses a checkpoint without adapters, or adapters of another rank, alpha or set of layers;
   // `given` names the flag and root.
-  void check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<ParamSlot>& adapters,
+  void check_lora_settings(const checkpoint::CheckpointReader& reader, const std::vector<runtime::ParamSlot>& adapters,
                            const std::string& given) const;
 
   const settings::TrainingArguments& args_;

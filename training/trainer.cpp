@@ -20,15 +20,15 @@
 #include "training/batch_prefetcher.h"
 #include "training/batch_rampup.h"
 #include "training/checkpointing.h"
-#include "training/heartbeat.h"
-#include "training/host_memory.h"
+#include "runtime/heartbeat.h"
+#include "runtime/host_memory.h"
 #include "training/iteration_log.h"
 #include "training/iteration_profiler.h"
 #include "training/forward_backward.h"
 #include "training/evaluation_loss.h"
 #include "training/log_lines.h"
-#include "training/memory_estimate.h"
-#include "training/model_setup.h"
+#include "runtime/memory_estimate.h"
+#include "runtime/model_setup.h"
 #include "training/loss_scaler.h"
 #include "training/lr_schedule.h"
 #include "training/optimizer.h"
@@ -69,7 +69,7 @@ class TrainingRun {
     estimate_memory();
     build_data();
     // Note [Memory estimate]: an allocation that fails from here on names the phase.
-    with_memory_context([this] { build_and_train(); }, [this] { return heartbeat_.phase(); }, memory_need_);
+    runtime::with_memory_context([this] { build_and_train(); }, [this] { return heartbeat_.phase(); }, memory_need_);
     return 0;
   }
 
@@ -120,12 +120,12 @@ class TrainingRun {
   // Checks that need the launch environment or the FSDP2 YAML; the flags alone were checked by
   // parse_arguments.
   void validate_configuration() {
-    setup_ = read_process_layout(args_);
+    setup_ = runtime::read_process_layout(args_);
   }
 
   // The runtime, the device mesh and the batch arithmetic.
   void start_processes() {
-    training::start_processes(setup_, args_);
+    runtime::start_processes(setup_, args_);
     const int dp_size = setup_.mesh->data_parallel_size();
     accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
     global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
@@ -140,9 +140,11 @@ class TrainingRun {
 
   // Note [Memory estimate]: before any of the model is allocated.
   void estimate_memory() {
-    memory_need_ = estimate_memory_need(args_, setup_.dims);
+    memory_need_ = runtime::estimate_memory_need(args_, setup_.dims);
     if (!setup_.device.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
-    if (auto limit = host_memory_limit()) refuse_what_cannot_fit(memory_need_, *limit, model_size_flags(args_));
+    if (auto limit = runtime::host_memory_limit()) {
+      runtime::refuse_what_cannot_fit(memory_need_, *limit, runtime::model_size_flags(args_));
+    }
   }
 
   // Data before the model: a bad path or split fails before anything is allocated.
@@ -153,11 +155,11 @@ class TrainingRun {
                                                     args_.num_workers, DocumentBoundaries::of(args_));
   }
 
-  void build_model() { model_ = training::build_model(args_, setup_.device); }
+  void build_model() { model_ = runtime::build_model(args_, setup_.device); }
 
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
   // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
-  void parallelize_model() { training::parallelize_model(*model_, setup_, args_, !args_.no_initialization); }
+  void parallelize_model() { runtime::parallelize_model(*model_, setup_, args_, !args_.no_initialization); }
 
   void build_optimizer() {
     std::unordered_set<const c10::TensorImpl*> seen;  // each tensor once, even if several modules share it
@@ -246,9 +248,9 @@ class TrainingRun {
     if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
     clip_gradients(*optimizer_, params_, args_.clip_grad, grad_norm.total);
-    if (args_.empty_unused_memory_level >= 1) release_unused_memory(setup_.device);  // Megatron: after forward and backward
+    if (args_.empty_unused_memory_level >= 1) runtime::release_unused_memory(setup_.device);  // Megatron: after forward and backward
     optimizer_->step();
-    if (args_.empty_unused_memory_level >= 2) release_unused_memory(setup_.device);  // and after the step
+    if (args_.empty_unused_memory_level >= 2) runtime::release_unused_memory(setup_.device);  // and after the step
     progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
     progress_.iteration += 1;
     if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
@@ -344,9 +346,9 @@ class TrainingRun {
 
   settings::TrainingArguments args_;  // a copy: train_iters is derived from --train-samples once the batch is known
   const Clock::time_point started_ = Clock::now();
-  Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
-  MemoryNeed memory_need_;  // Note [Memory estimate]
-  ProcessSetup setup_;  // the launch environment, the FSDP2 config and dimensions, the runtime and mesh
+  runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
+  runtime::MemoryNeed memory_need_;  // Note [Memory estimate]
+  runtime::ProcessSetup setup_;  // the launch environment, the FSDP2 config and dimensions, the runtime and mesh
   int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
   std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
   int64_t first_consumed_ = 0;                   // training samples consumed when this run started
@@ -373,7 +375,7 @@ class TrainingRun {
 }  // namespace
 
 int run_training(const settings::TrainingArguments& args, const char* program) {
-  use_kernel_fusion(args);
+  runtime::use_kernel_fusion(args);
   TrainingRun run(args);
   try {
     return run.run();

@@ -20,7 +20,7 @@
 #include "parallel/fsdp/fully_shard.h"
 #include "rl/weight_broadcast.h"
 #include "rl/weight_sync.h"
-#include "training/host_caching_allocator.h"
+#include "runtime/host_caching_allocator.h"
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 
@@ -181,8 +181,8 @@ models::LlamaConfig wide_llama() {
 
 TEST(WeightBroadcast, TheSendersMemoryGrowsByAtMostOneLayerAndOneChunk) {
   testing::run_on_ranks(3, [](parallel::DistributedRuntime& rt) {
-    training::install_host_caching_allocator();
-    auto& allocator = training::HostCachingAllocator::instance();
+    runtime::install_host_caching_allocator();
+    auto& allocator = runtime::HostCachingAllocator::instance();
     SplitJob job = split_job(rt, 2, wide_llama(), wide_llama());
     rl::WeightBroadcastOptions options;
     options.chunk_bytes = int64_t{1} << 20;

@@ -13,13 +13,13 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
-#include "training/host_caching_allocator.h"
-#include "training/host_memory.h"
+#include "runtime/host_caching_allocator.h"
+#include "runtime/host_memory.h"
 
 namespace megacpp {
 namespace {
 
-using training::HostCachingAllocator;
+using runtime::HostCachingAllocator;
 
 long minor_page_faults() {
   rusage usage{};
@@ -41,7 +41,7 @@ TEST(HostMemory, LargeTensorsReuseTheirPagesAcrossStepsWithinThePeakInUse) {
   constexpr long kPages = (64L << 20) / 4096;
   EXPECT_GT(faults_of_one_step(64), kPages / 2) << "glibc unmaps a 64 MiB block when it is freed";
   EXPECT_GT(faults_of_one_step(64), kPages / 2);
-  training::install_host_caching_allocator();
+  runtime::install_host_caching_allocator();
   ASSERT_EQ(c10::GetCPUAllocator(), &HostCachingAllocator::instance());
   auto& allocator = HostCachingAllocator::instance();
   allocator.empty_cache();

@@ -11,7 +11,7 @@
 #include "checkpoint/dcp_io.h"
 #include "models/model_family.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 // Throws std::runtime_error naming every model field whose value in the checkpoint's `args`
 // (`saved`, plain values as checkpoint::args_json gives them) differs from `model`'s, as the
@@ -22,4 +22,4 @@ void check_checkpoint_model(const nlohmann::json& saved, const models::ModelConf
 // all ranks and with the optimizer), sorted.
 std::vector<std::string> unexpected_tensors(const checkpoint::DcpReader& reader, const std::vector<std::string>& expected);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -15,7 +15,7 @@
 #include "settings/arguments.h"
 #include "settings/fsdp2_config.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 struct ProcessSetup {
   parallel::LaunchEnvironment env;
@@ -51,4 +51,4 @@ std::shared_ptr<models::LanguageModel> build_model(const settings::TrainingArgum
 void parallelize_model(models::LanguageModel& model, const ProcessSetup& setup, const settings::TrainingArguments& args,
                        bool initialize);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -1,4 +1,4 @@
-#include "training/checkpoint_compatibility.h"
+#include "runtime/checkpoint_compatibility.h"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "settings/model_arguments.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 void check_checkpoint_model(const nlohmann::json& saved, const models::ModelConfig& model, const std::string& where) {
   nlohmann::json mine = model.to_args();
@@ -34,4 +34,4 @@ std::vector<std::string> unexpected_tensors(const checkpoint::DcpReader& reader,
   return unexpected;
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

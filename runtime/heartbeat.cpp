@@ -1,4 +1,4 @@
-#include "training/heartbeat.h"
+#include "runtime/heartbeat.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 Heartbeat::Heartbeat() {
   const char* path = std::getenv("MEGACPP_HEARTBEAT_FILE");
@@ -32,4 +32,4 @@ void Heartbeat::beat(const std::string& phase) {
   }
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

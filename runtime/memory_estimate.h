@@ -22,7 +22,7 @@
 #include "parallel/parallel_dims.h"
 #include "settings/training_arguments.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 struct MemoryNeed {
   int64_t parameters = 0;
@@ -54,4 +54,4 @@ void refuse_what_cannot_fit(const MemoryNeed& need, const MemoryLimit& limit, co
 // memory" or "out of memory") is rethrown naming `phase()` and the estimate.
 void with_memory_context(const std::function<void()>& body, const std::function<std::string()>& phase, const MemoryNeed& need);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 class HostCachingAllocator final : public c10::Allocator {
  public:
@@ -61,4 +61,4 @@ class HostCachingAllocator final : public c10::Allocator {
 // Makes the caching allocator libtorch's CPU allocator for every tensor allocated from now on.
 void install_host_caching_allocator();
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -13,7 +13,7 @@
 
 #include <c10/core/Device.h>
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 void keep_freed_host_memory();
 
@@ -22,4 +22,4 @@ void keep_freed_host_memory();
 // and the heap glibc keeps).
 void release_unused_memory(const c10::Device& device);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

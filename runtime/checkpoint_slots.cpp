@@ -1,4 +1,4 @@
-#include "training/checkpoint_slots.h"
+#include "runtime/checkpoint_slots.h"
 
 #include <unordered_map>
 #include <unordered_set>
@@ -7,14 +7,14 @@
 #include <torch/torch.h>
 
 #include "checkpoint/model_args.h"
-#include "training/checkpoint_compatibility.h"
+#include "runtime/checkpoint_compatibility.h"
 #include "models/lora.h"
 #include "parallel/compat.h"
 #include "parallel/device_mesh.h"
 #include "parallel/fsdp/fsdp_param.h"
 #include "parallel/tensor_parallel.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 using io::checkpoint::flat_key;
 
@@ -153,4 +153,4 @@ void check_model_fits(const settings::TrainingArguments& args, const checkpoint:
                                   "others, add --finetune --dist-ckpt-strictness log_unexpected");
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -1,4 +1,4 @@
-#include "training/host_caching_allocator.h"
+#include "runtime/host_caching_allocator.h"
 
 #include <sys/mman.h>
 
@@ -14,7 +14,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 namespace {
 
 constexpr size_t kPage = 4096;
@@ -169,4 +169,4 @@ void install_host_caching_allocator() {
   c10::SetCPUAllocator(&HostCachingAllocator::instance(), /*priority=*/1);
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

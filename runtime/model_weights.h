@@ -12,7 +12,7 @@ namespace megacpp::parallel {
 class DeviceMesh;
 }
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 // Fills `model` (sharded or not) from the checkpoint under --load (its --ckpt-step, else the
 // latest) or, without --load, from --init-from-hf-path's folder, each rank reading only its
@@ -22,4 +22,4 @@ namespace megacpp::training {
 void load_model_weights(const settings::TrainingArguments& args, const parallel::DeviceMesh& mesh,
                         torch::nn::Module& model);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -1,17 +1,17 @@
-#include "training/host_memory.h"
+#include "runtime/host_memory.h"
 
 #include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "training/host_caching_allocator.h"
+#include "runtime/host_caching_allocator.h"
 
 #ifdef MEGACPP_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 void keep_freed_host_memory() {
   const char* keep = std::getenv("MEGACPP_KEEP_HOST_MEMORY");
@@ -34,4 +34,4 @@ void release_unused_memory(const c10::Device& device) {
   malloc_trim(0);
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 class Heartbeat {
  public:
@@ -27,4 +27,4 @@ class Heartbeat {
   std::string phase_ = "starting";
 };
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

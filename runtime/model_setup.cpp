@@ -1,4 +1,4 @@
-#include "training/model_setup.h"
+#include "runtime/model_setup.h"
 
 #include <stdexcept>
 #include <string>
@@ -13,7 +13,7 @@
 #include "settings/fsdp2_config_from_args.h"
 #include "settings/parallelism.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 ProcessSetup read_process_layout(settings::TrainingArguments& args, int other_ranks,
                                  const std::function<void(settings::FSDP2Config&)>& amend) {
@@ -84,4 +84,4 @@ void parallelize_model(models::LanguageModel& model, const ProcessSetup& setup, 
   models::parallelize(model, *setup.mesh, settings);
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -1,4 +1,4 @@
-#include "training/model_weights.h"
+#include "runtime/model_weights.h"
 
 #include <stdexcept>
 #include <string>
@@ -8,10 +8,10 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "io/checkpoint/layout.h"
-#include "training/checkpoint_slots.h"
-#include "training/hf_initialization.h"
+#include "runtime/checkpoint_slots.h"
+#include "runtime/hf_initialization.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 namespace {
 
 checkpoint::CheckpointReader open_checkpoint(const std::string& root, const std::string& flag, int64_t step) {
@@ -63,4 +63,4 @@ void load_model_weights(const settings::TrainingArguments& args, const parallel:
   load_from(reader, adapters);
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

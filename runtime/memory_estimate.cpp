@@ -1,4 +1,4 @@
-#include "training/memory_estimate.h"
+#include "runtime/memory_estimate.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include "models/registry.h"
 #include "parallel/forward_context.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -153,4 +153,4 @@ void with_memory_context(const std::function<void()>& body, const std::function<
   }
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

@@ -1,13 +1,13 @@
-#include "training/hf_initialization.h"
+#include "runtime/hf_initialization.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "checkpoint/hf_folder.h"
 #include "models/registry.h"
-#include "training/checkpoint_slots.h"
+#include "runtime/checkpoint_slots.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 void load_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::vector<ParamSlot>& slots) {
   const checkpoint::HfFolderWeights weights(dir, models::model_family(config.model_type()), config);
@@ -24,4 +24,4 @@ void load_hf_folder(const std::string& dir, const models::ModelConfig& config, c
   }
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

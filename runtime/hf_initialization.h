@@ -8,7 +8,7 @@
 
 #include "models/model_family.h"
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 struct ParamSlot;
 
@@ -18,4 +18,4 @@ struct ParamSlot;
 // as it was.
 void load_hf_folder(const std::string& dir, const models::ModelConfig& config, const std::vector<ParamSlot>& slots);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime

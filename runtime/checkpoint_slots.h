@@ -24,7 +24,7 @@ namespace megacpp::parallel {
 class DeviceMesh;
 }
 
-namespace megacpp::training {
+namespace megacpp::runtime {
 
 // Where rows [row, row + rows) of a rank's part sit in the whole parameter: at `offsets`.
 struct SlotBlock {
@@ -67,4 +67,4 @@ void load_rows(const checkpoint::DcpReader& reader, const io::checkpoint::StateP
 void check_model_fits(const settings::TrainingArguments& args, const checkpoint::CheckpointReader& reader,
                       const std::vector<ParamSlot>& slots);
 
-}  // namespace megacpp::training
+}  // namespace megacpp::runtime
