@@ -9,8 +9,7 @@
 #include "inference/sequence_log_probs.h"
 #include "models/lora.h"
 #include "parallel/collectives.h"
-#include "parallel/fsdp/grad_norm.h"
-#include "parallel/tensor_parallel.h"
+#include "training/optimizer.h"
 
 namespace megacpp::rl {
 namespace {
@@ -106,16 +105,9 @@ ActorUpdateStats update_actor(models::LanguageModel& actor, torch::optim::Optimi
     for (int64_t first = 0; first < n; first += mini) {
       optimizer.zero_grad();
       const ActorUpdateStats one = actor_backward(actor, rows_of(batch, first, mini), s.update);
-      for (auto& p : params) {
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // unused on this rank: the norm and step still count it
-      }
-      if (mesh.tp().size() > 1) parallel::all_reduce_partial_gradients(params, s.update.device);
-      if (s.clip_grad > 0) {
-        const double norm = parallel::fsdp::global_grad_norm(params, mesh, s.update.device).total;
-        parallel::fsdp::clip_gradients(params, s.clip_grad, norm);
-      }
+      const double norm = training::finish_gradients(params, mesh, s.update.device).total;
       if (s.before_step) s.before_step();
-      optimizer.step();
+      training::clip_and_step(optimizer, params, s.clip_grad, norm);
       mean.policy_loss += one.policy_loss / updates;
       mean.kl += one.kl / updates;
       mean.clip_fraction += one.clip_fraction / updates;

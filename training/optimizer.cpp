@@ -4,6 +4,7 @@
 #include <string>
 
 #include "parallel/fsdp/grad_norm.h"
+#include "parallel/tensor_parallel.h"
 #include "training/fused_adamw.h"
 
 namespace megacpp::training {
@@ -59,18 +60,27 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double dec
   }
 }
 
-void clip_gradients(torch::optim::AdamW& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm) {
+parallel::fsdp::GradNorm finish_gradients(std::vector<at::Tensor>& params, const parallel::DeviceMesh& mesh,
+                                          const c10::Device& device, double unscale) {
+  for (auto& p : params) {
+    if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  if (mesh.tp().size() > 1) parallel::all_reduce_partial_gradients(params, device);
+  if (unscale != 1.0) {
+    for (auto& p : params) {
+      if (p.grad().defined()) p.mutable_grad().mul_(unscale);
+    }
+  }
+  return parallel::fsdp::global_grad_norm(params, mesh, device);
+}
+
+void clip_and_step(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm) {
   if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer)) {
     fused->scale_gradients(parallel::fsdp::clip_coefficient(max_norm, norm));
   } else {
     parallel::fsdp::clip_gradients(params, max_norm, norm);
   }
-}
-
-void zero_missing_gradients(std::vector<at::Tensor>& params) {
-  for (auto& p : params) {
-    if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // frozen ones stay without
-  }
+  optimizer.step();
 }
 
 }  // namespace megacpp::training

@@ -8,8 +8,10 @@
 
 #include <torch/optim/adamw.h>
 
-#include "settings/arguments.h"
 #include "models/language_model.h"
+#include "parallel/device_mesh.h"
+#include "parallel/fsdp/grad_norm.h"
+#include "settings/arguments.h"
 
 namespace megacpp::training {
 
@@ -27,14 +29,23 @@ std::unordered_set<const c10::TensorImpl*> input_and_output_parameters(models::L
 // `lr` for every group, `decoupled_lr` for the input and output layers' groups.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double decoupled_lr);
 
-// --clip-grad: the gradients scaled by parallel::fsdp::clip_coefficient(max_norm, norm) — by
-// the fused AdamW as its next step reads them (no pass of their own), otherwise in place.
-void clip_gradients(torch::optim::AdamW& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm);
+// The optimizer step after the backward passes, as megacpp-train and megacpp-grpo both take it,
+// in two calls so that a loop may look at the norm in between (the NaN guard, --fp16's skip):
+//
+//   const auto norm = finish_gradients(params, mesh, device);   // collective
+//   clip_and_step(optimizer, params, max_norm, norm.total);
+//
+// finish_gradients: every trainable parameter without a gradient gets a zero one, as Megatron's
+// zeroed gradient buffers do (a parameter nothing reached, an expert no token chose, then steps
+// and decays like the others, the same on every layout; frozen parameters, requires_grad false,
+// are left without); beside tensor parallelism the partial gradients of replicated parameters
+// are summed over the TP group; `unscale` multiplies every gradient (--fp16: 1 / the loss
+// scale). Returns the global norm over the mesh (parallel::fsdp::global_grad_norm).
+parallel::fsdp::GradNorm finish_gradients(std::vector<at::Tensor>& params, const parallel::DeviceMesh& mesh,
+                                          const c10::Device& device, double unscale = 1.0);
 
-// Gives every parameter without a gradient a zero one, as Megatron's zeroed gradient buffers do:
-// a parameter nothing reached (an expert no token chose) then steps (decays) like the others,
-// the same on every layout (FSDP2 reduces such gradients as zeros). Frozen parameters
-// (requires_grad false: LoRA's base weights) are left without one.
-void zero_missing_gradients(std::vector<at::Tensor>& params);
+// --clip-grad, then the step: the gradients scaled by parallel::fsdp::clip_coefficient(max_norm,
+// norm) — by the fused AdamW as its step reads them (no pass of their own), otherwise in place.
+void clip_and_step(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params, double max_norm, double norm);
 
 }  // namespace megacpp::training

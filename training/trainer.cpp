@@ -36,7 +36,6 @@
 #include "training/step_health.h"
 #include "training/training_data.h"
 #include "parallel/collectives.h"
-#include "parallel/tensor_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -232,24 +231,17 @@ class TrainingRun {
                                        });
     std::vector<models::AuxiliaryLoss> auxiliary = pass.auxiliary;
     for (auto& a : auxiliary) a.value = parallel::average_over_ranks(setup_.runtime->world(), a.value, setup_.device);
-    zero_missing_gradients(params_);
-    if (setup_.mesh->tp().size() > 1) parallel::all_reduce_partial_gradients(params_, setup_.device);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
-    if (scaler_.enabled()) {
-      for (auto& p : params_) {
-        if (p.grad().defined()) p.mutable_grad().mul_(1.0 / scaler_.scale());
-      }
-    }
-    const parallel::fsdp::GradNorm grad_norm = parallel::fsdp::global_grad_norm(params_, *setup_.mesh, setup_.device);
+    const parallel::fsdp::GradNorm grad_norm =
+        finish_gradients(params_, *setup_.mesh, setup_.device, scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0);
     const StepHealth health =
         gather_step_health(setup_.runtime->world(), pass.mean_loss, grad_norm.local_finite, setup_.device);
     if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
     if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
-    clip_gradients(*optimizer_, params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 1) runtime::release_unused_memory(setup_.device);  // Megatron: after forward and backward
-    optimizer_->step();
+    clip_and_step(*optimizer_, params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 2) runtime::release_unused_memory(setup_.device);  // and after the step
     progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
     progress_.iteration += 1;
