@@ -125,7 +125,7 @@ class GrpoRun {
     }
     runtime::start_processes(setup_, args_);
     if (options_.rollout_ranks > 0) {
-      groups_ = split_rollout_ranks(*setup_.runtime, trainers, std::chrono::minutes(args_.distributed_timeout_minutes));
+      groups_ = split_rollout_ranks(*setup_.runtime, trainers, settings::distributed_timeout(args_));
     }
     trainers_ = groups_ ? groups_->trainers : setup_.runtime->world();
     tokenizer_ = io::data::build_tokenizer(args_.tokenizer);

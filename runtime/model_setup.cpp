@@ -34,7 +34,7 @@ ProcessSetup read_process_layout(settings::TrainingArguments& args, int other_ra
 
 void start_processes(ProcessSetup& setup, const settings::TrainingArguments& args) {
   parallel::RuntimeOptions options;
-  options.timeout = std::chrono::minutes(args.distributed_timeout_minutes);
+  options.timeout = settings::distributed_timeout(args);
   setup.runtime = parallel::DistributedRuntime::initialize(setup.env, options);
   setup.device = setup.runtime->device();
   const models::ShardingPolicy& sharding = setup.fsdp_config.sharding;

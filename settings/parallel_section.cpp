@@ -2,6 +2,8 @@
 // collectives' timeout, context parallelism (checked with the YAML's ulysses_size in
 // settings/parallelism.cpp), activation recompute and the device cache. Reads after the training
 // section: --bf16 / --fp16 turn FSDP2 on.
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 #include "megacpp/errors.h"
@@ -59,11 +61,16 @@ void check_parallel_flags(const TrainingArguments& a) {
   check_recompute(a);  // --context-parallel-size: with the YAML's ulysses_size, settings/parallelism.cpp
   require(a.empty_unused_memory_level >= 0 && a.empty_unused_memory_level <= 2, "--empty-unused-memory-level must be 0, 1 or 2");
   require(a.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
+  std::ostringstream minutes;
+  minutes << std::setprecision(15) << a.distributed_timeout_minutes;
+  // A timeout of 0 ms would be libtorch's default instead.
+  require(a.distributed_timeout_minutes * 60 >= 1,
+          "--distributed-timeout-minutes " + minutes.str() + ": at least one second (1/60 of a minute)");
   // Gloo's deadlines are nanoseconds of the steady clock: past ~292 years they wrap around and
   // every wait times out at once.
   require(a.distributed_timeout_minutes <= kMaxTimeoutMinutes,
-          "--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes) + ": at most " +
-              std::to_string(kMaxTimeoutMinutes) + " (100 years; libtorch's deadlines overflow past ~292)");
+          "--distributed-timeout-minutes " + minutes.str() + ": at most " + std::to_string(kMaxTimeoutMinutes) +
+              " (100 years; libtorch's deadlines overflow past ~292)");
   require(a.fsdp2_config_path.empty() || a.use_torch_fsdp2, "--fsdp2-config-path needs --use-torch-fsdp2");
   require(!a.init_model_with_meta_device || a.use_torch_fsdp2, "--init-model-with-meta-device needs --use-torch-fsdp2");
   require(a.tensor_model_parallel_size >= 1, "--tensor-model-parallel-size must be >= 1");
@@ -83,7 +90,7 @@ void read_parallel_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
   }
   a.fsdp2_config_path = r["fsdp2-config-path"].as<std::string>();
   a.init_model_with_meta_device = r["init-model-with-meta-device"].as<bool>();
-  a.distributed_timeout_minutes = flag_number<int>(r, "distributed-timeout-minutes");
+  a.distributed_timeout_minutes = flag_number<double>(r, "distributed-timeout-minutes");
   a.context_parallel_size = flag_number<int>(r, "context-parallel-size");
   a.context_parallel_algo = r["context-parallel-algo"].as<std::string>();
   a.tensor_model_parallel_size = flag_number<int>(r, "tensor-model-parallel-size");

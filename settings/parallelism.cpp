@@ -5,6 +5,10 @@
 #include "megacpp/errors.h"
 
 namespace megacpp::settings {
+
+std::chrono::milliseconds distributed_timeout(const TrainingArguments& args) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double, std::ratio<60>>(args.distributed_timeout_minutes));
+}
 namespace {
 
 // Megatron's --context-parallel-size, as MindSpeed's ulysses_cp_algo (its default).

@@ -5,6 +5,7 @@
 // does to the model (models/parallelize.h) is taken from the flags and the YAML here too.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "models/parallelize.h"
@@ -27,6 +28,9 @@ std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& co
 // The run's dimensions on `world` ranks (a single rank without --use-torch-fsdp2); a size that
 // does not divide the world is an error naming where it was given.
 parallel::ParallelDims parallel_dims(const TrainingArguments& args, const FSDP2Config& config, int world);
+
+// --distributed-timeout-minutes as the rendezvous and the process groups take it.
+std::chrono::milliseconds distributed_timeout(const TrainingArguments& args);
 
 // What parallelize is asked to do by a merged config: frozen prefixes, TiledMLP, wrapping,
 // recompute and sharding (on). The device and the initialization are the run's, for the caller

@@ -105,7 +105,7 @@ struct TrainingArguments {
   bool use_torch_fsdp2 = false;
   std::string fsdp2_config_path;
   bool init_model_with_meta_device = false;
-  int distributed_timeout_minutes = 10;
+  double distributed_timeout_minutes = 10;  // fractions too (0.5: 30 s); settings::distributed_timeout
   // Megatron's --context-parallel-size with MindSpeed's --context-parallel-algo: megacpp's
   // context parallelism is Ulysses (ulysses_cp_algo; fsdp2_config.yaml's ulysses_size).
   int context_parallel_size = 1;

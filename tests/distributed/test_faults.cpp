@@ -275,14 +275,14 @@ TEST(Faults, AStoppedRankIsNamedWithinTheHangTimeout) {
 }
 
 // Note [Hang detection] with the launcher's defaults: when the collective timeout
-// (--distributed-timeout-minutes 1, under the default --hang-timeout-seconds 300) fails the rank
-// that only waited, the launcher names the stopped rank it waited for.
+// (--distributed-timeout-minutes 0.25, 15 s, under the default --hang-timeout-seconds 300) fails
+// the rank that only waited, the launcher names the stopped rank it waited for.
 TEST(Faults, TheCollectiveTimeoutNamesTheStoppedRankItWaitedFor) {
   testing::StreamingProcess job(launch_argv({"--nproc-per-node", "2", "--master-port", "0"},
-                                            kFaultsModel + " --use-torch-fsdp2 --train-iters 100000 --distributed-timeout-minutes 1"));
+                                            kFaultsModel + " --use-torch-fsdp2 --train-iters 100000 --distributed-timeout-minutes 0.25"));
   const pid_t rank1 = stop_rank_1_after_iteration_3(job);
   ASSERT_GT(rank1, 0) << job.output();
-  ASSERT_TRUE(job.wait(std::chrono::seconds(60 + 60))) << job.output();
+  ASSERT_TRUE(job.wait(std::chrono::seconds(15 + 60))) << job.output();
   EXPECT_NE(job.exit_code(), 0);
   const std::string output = job.output();
   EXPECT_NE(output.find("megacpp-run: rank 0 failed while these ranks were behind it (a collective that timed out there waited for them): rank 1 (pid " +

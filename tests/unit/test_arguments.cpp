@@ -322,6 +322,9 @@ TEST(Arguments, ParseErrorsNameTheFlag) {
   EXPECT_NE(padded.find("--make-vocab-size-divisible-by (9223372036854775807): the vocabulary padded"), std::string::npos) << padded;
   EXPECT_EQ(error_of({"--mock-data", "--distributed-timeout-minutes", "2147483647"}),
             "--distributed-timeout-minutes 2147483647: at most 52560000 (100 years; libtorch's deadlines overflow past ~292)");
+  EXPECT_EQ(error_of({"--mock-data", "--distributed-timeout-minutes", "0.001"}),
+            "--distributed-timeout-minutes 0.001: at least one second (1/60 of a minute)");
+  EXPECT_EQ(settings::distributed_timeout(parse({"--mock-data", "--distributed-timeout-minutes", "0.5"})), std::chrono::seconds(30));
 }
 
 TEST(Arguments, DataTokenizerAndEvaluationFlags) {
