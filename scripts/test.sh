@@ -81,10 +81,13 @@ if [ $as_root -eq 0 ]; then
   suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
   exit 0
 fi
-# The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself.
-wait_for_root $cpu_root .cache/setup_pytorch2.out
+# The Pytorch2.* tests check checkpoints against torch.distributed.checkpoint itself, in the CPU
+# root: the rest of the suite runs while the root may still download, and they run once it is
+# there.
 phase "the suite on libtorch 1.13"
-suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900
+suite .cache/ctest-1.13.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900 -E '^Pytorch2\.'
+wait_for_root $cpu_root .cache/setup_pytorch2.out
+suite .cache/ctest-1.13-pytorch2.log ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900 -R '^Pytorch2\.'
 phase "build and the suite on libtorch 2.6"
 suite .cache/ctest-2.6.log bash scripts/test_pytorch2.sh
 wait_for_root $cuda_root .cache/setup_pytorch2_cuda.out
