@@ -8,6 +8,10 @@
     python3 scripts/check_docs.py benchmark         docs/performance.md's generated tables are what
                                                      bench/report.py makes of bench/results.json
                                                      (and of bench/scaling.json, once measured)
+    python3 scripts/check_docs.py layers            docs/architecture.md's layer table names every
+                                                     layer of scripts/check_layers.py with its
+                                                     folders, its graph is what --graph prints, and
+                                                     launch/README.md names every program
 
 Exit 1 naming each miss, with the doc and line where it is named.
 """
@@ -99,6 +103,34 @@ def check_benchmark():
     return missing
 
 
+def check_layers():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import check_layers as layers
+    doc = os.path.join("docs", "architecture.md")
+    with open(os.path.join(ROOT, doc)) as f:
+        text = f.read()
+    missing = []
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"(?m)^\| ([a-z, ()]+?) \| (`[^|]+`|the rest of `io/`) \| [^|]+ \|$", text)}
+    for name, patterns in layers.LAYERS:
+        row = next((folders for names, folders in rows.items() if name in re.split(r"[, ()]+", names)), None)
+        if row is None:
+            missing.append(f"{doc}: the layer table has no row for layer {name} (scripts/check_layers.py)")
+            continue
+        for pattern in patterns:
+            folder = pattern[:-1] if pattern.endswith("*") else pattern
+            if f"`{folder}`" not in row and not (name == "io" and "`io/`" in row):
+                missing.append(f"{doc}: layer {name}'s row does not name `{folder}`")
+    _, edges, _ = layers.check(ROOT)
+    graph = layers.graph(edges)
+    if "```\n" + graph + "\n```" not in text:
+        missing.append(f"{doc}: the layer graph is not what `python3 scripts/check_layers.py --graph` prints:\n{graph}")
+    readme = os.path.join("launch", "README.md")
+    with open(os.path.join(ROOT, readme)) as f:
+        launch = f.read()
+    missing += [f"{readme}: does not name {p}" for p in PROGRAMS if f"`{p}`" not in launch]
+    return missing
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "benchmark":
         missing = check_benchmark()
@@ -106,6 +138,8 @@ def main():
         missing = check_flags(sys.argv[2])
     elif len(sys.argv) == 2 and sys.argv[1] == "files":
         missing = check_files()
+    elif len(sys.argv) == 2 and sys.argv[1] == "layers":
+        missing = check_layers()
     else:
         sys.exit(__doc__)
     for line in missing:
