@@ -41,7 +41,7 @@ struct GrpoOptions {
   int64_t sync_chunk_mb = 512;       // --weight-sync-chunk-mb: the separate ranks' chunk size
   std::string reference_load;        // --reference-load: the reference's checkpoint (else --load's)
   ObjectiveOptions objective;        // advantages and policy loss (rl/objective_options.h)
-  // From --rl-config-path (rl/rlvr_config.h): actor_train's FSDP2 config, and how many trainer
+  // From --rl-config-path (settings/rlvr_config.h): actor_train's FSDP2 config, and how many trainer
   // ranks its device_mapping names (0: not given).
   std::string train_strategy_yaml, train_strategy_source;
   int trainer_ranks = 0;

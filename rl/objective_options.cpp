@@ -3,8 +3,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "models/model_flags.h"
-
 namespace megacpp::rl {
 namespace {
 
@@ -20,32 +18,6 @@ RewardNorm norm_of(const std::string& flag, const std::string& value, RewardNorm
 }
 
 }  // namespace
-
-bool read_objective_flag(ObjectiveOptions& o, const std::string& name, const std::string& value) {
-  auto real = [&] { return models::parse_flag_number<double>(name, value); };
-  auto integer = [&] { return models::parse_flag_number<int64_t>(name, value); };
-  if (name == "adv-estimator") o.adv_estimator = value;
-  else if (name == "norm-mean-type") o.norm_mean_type = value;
-  else if (name == "norm-std-type") o.norm_std_type = value;
-  else if (name == "reward-clip") o.reward_clip = real();
-  else if (name == "advantage-clip") o.advantage_clip = real();
-  else if (name == "whiten-advantages") o.whiten_advantages = true;
-  else if (name == "max-len-mask") o.max_len_mask = true;
-  else if (name == "difficulty-mask") o.difficulty_mask = true;
-  else if (name == "difficulty-low-threshold") o.difficulty_low = real();
-  else if (name == "difficulty-high-threshold") o.difficulty_high = real();
-  else if (name == "error-max-len-clip") o.error_max_len_clip = true;
-  else if (name == "error-max-len-threshold") o.error_max_len_threshold = integer();
-  else if (name == "clip-ratio") o.clip_ratio = real();
-  else if (name == "clip-ratio-low") o.clip_ratio_low = real();
-  else if (name == "clip-ratio-high") o.clip_ratio_high = real();
-  else if (name == "dual-clip-ratio") o.dual_clip_ratio = real();
-  else if (name == "loss-agg-mode") o.loss_agg_mode = value;
-  else if (name == "entropy-coeff") o.entropy_coeff = real();
-  else if (name == "importance-sampling") o.importance_sampling = value;
-  else return false;
-  return true;
-}
 
 RewardShaping reward_shaping(const ObjectiveOptions& o) {
   RewardShaping s;

@@ -1,4 +1,4 @@
-// megacpp-grpo's objective flags, named as verl's and ROLL's keys: how the scores become
+// megacpp-grpo's objective options (its flags: launch/grpo_section.cpp), named as verl's and ROLL's keys: how the scores become
 // advantages (rl/reward_shaping.h: --adv-estimator, --norm-mean-type, --norm-std-type,
 // --reward-clip, --whiten-advantages, --advantage-clip and the masks) and how the policy loss
 // clips and aggregates them (rl/policy_loss.h: --clip-ratio, --clip-ratio-low/-high,
@@ -29,10 +29,6 @@ struct ObjectiveOptions {
   double entropy_coeff = 0;                               // verl's entropy_coeff (ROLL's entropy_loss_coef)
   std::string importance_sampling = "token";              // ROLL's: token or seq (each response's ratio)
 };
-
-// Takes `--name value` when it is an objective flag (a switch's value is "true"); false when it is
-// not one. Throws std::invalid_argument for a value that is not a number where one is needed.
-bool read_objective_flag(ObjectiveOptions& o, const std::string& name, const std::string& value);
 
 // Throw std::invalid_argument naming the flag at fault (an unknown estimator or mode, a grpo
 // estimator with another normalization, a threshold without its mask, a clip out of range).

@@ -1,4 +1,4 @@
-// ROLL's RLVR pipeline YAML (rl/rlvr_config.h) read by megacpp-grpo as the flags it means: a run
+// ROLL's RLVR pipeline YAML (settings/rlvr_config.h) read by megacpp-grpo as the flags it means: a run
 // from the YAML has the figures of the run from the flags, for an fsdp2_train actor beside a
 // rollout rank, for a megatron_train one (TP 2 with sequence parallelism, recompute) with its
 // megatron_infer reference, and for ROLL's algorithm keys (REINFORCE, whitening, clips, masks)

@@ -1,4 +1,4 @@
-// What ROLL's RLVR YAML means to megacpp-grpo (rl/rlvr_config.h reads it): flags, the FSDP2
+// What ROLL's RLVR YAML means to megacpp-grpo (settings/rlvr_config.h reads it): flags, the FSDP2
 // config of actor_train, and how many ranks the trainer takes.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace megacpp::rl {
+namespace megacpp::settings {
 
 struct RlvrConfig {
   // (flag without dashes, value) in file order; a switch has the value "" (empty).
@@ -20,4 +20,4 @@ struct RlvrConfig {
   std::string experiment;           // exp_name ("" when absent)
 };
 
-}  // namespace megacpp::rl
+}  // namespace megacpp::settings

@@ -8,9 +8,9 @@
 #include <set>
 #include <string>
 
-#include "rl/rlvr_reader.h"
+#include "settings/rlvr_reader.h"
 
-namespace megacpp::rl::rlvr {
+namespace megacpp::settings::rlvr {
 namespace {
 
 std::string number_text(double value) {
@@ -115,4 +115,4 @@ void Reader::finish_algorithm() {
   }
 }
 
-}  // namespace megacpp::rl::rlvr
+}  // namespace megacpp::settings::rlvr

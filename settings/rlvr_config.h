@@ -9,18 +9,18 @@
 // ranks after them --rollout-ranks; the reference (fsdp2_infer) shares the actor's ranks and
 // strategy_config. ROLL's algorithm keys (adv_estimator, norm_*_type, the clips, whitening, the
 // masks, dual_clip_loss, loss_agg_mode, ...) are megacpp-grpo's objective flags
-// (rl/rlvr_algorithm.cpp). ${key} takes a top-level key's value, as OmegaConf does. A key
+// (settings/rlvr_algorithm.cpp). ${key} takes a top-level key's value, as OmegaConf does. A key
 // megacpp does not read, or a setting it cannot honour (gae, vLLM's strategy_config), is refused
 // naming the file, line and key.
 #pragma once
 
 #include <string>
 
-#include "rl/rlvr_flags.h"
+#include "settings/rlvr_flags.h"
 
-namespace megacpp::rl {
+namespace megacpp::settings {
 
 // Throws std::invalid_argument naming the file, line and key.
 RlvrConfig read_rlvr_config(const std::string& path);
 
-}  // namespace megacpp::rl
+}  // namespace megacpp::settings

@@ -1,6 +1,6 @@
-// The reader of ROLL's RLVR YAML (rl/rlvr_config.h), shared by its two halves: the roles
-// (actor_train, actor_infer, reference; rl/rlvr_config.cpp) and the algorithm's keys
-// (rl/rlvr_algorithm.cpp). Internal to them.
+// The reader of ROLL's RLVR YAML (settings/rlvr_config.h), shared by its two halves: the roles
+// (actor_train, actor_infer, reference; settings/rlvr_config.cpp) and the algorithm's keys
+// (settings/rlvr_algorithm.cpp). Internal to them.
 #pragma once
 
 #include <regex>
@@ -11,9 +11,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "rl/rlvr_flags.h"
+#include "settings/rlvr_flags.h"
 
-namespace megacpp::rl::rlvr {
+namespace megacpp::settings::rlvr {
 
 struct Reader {
   std::string path;
@@ -80,11 +80,11 @@ struct Reader {
   }
 
   void top_level();
-  // ROLL's PPO / RLVR algorithm keys at the top level (rl/rlvr_algorithm.cpp): false when `key`
+  // ROLL's PPO / RLVR algorithm keys at the top level (settings/rlvr_algorithm.cpp): false when `key`
   // is not one; finish_algorithm() adds what their absence means in ROLL.
   bool algorithm_key(const YAML::Node& key_node, const std::string& key, const YAML::Node& value);
   void finish_algorithm();
-  bool run_key(const std::string& key, const YAML::Node& value);  // rl/rlvr_config.cpp
+  bool run_key(const std::string& key, const YAML::Node& value);  // settings/rlvr_config.cpp
   bool boolean(const YAML::Node& node, const std::string& key) const;
   void training_args(const YAML::Node& node, const std::string& key);
   void megatron_strategy(const YAML::Node& config, const std::string& key);
@@ -98,4 +98,4 @@ struct Reader {
 
 std::string emitted(const YAML::Node& node);
 
-}  // namespace megacpp::rl::rlvr
+}  // namespace megacpp::settings::rlvr

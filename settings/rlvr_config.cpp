@@ -1,4 +1,4 @@
-#include "rl/rlvr_config.h"
+#include "settings/rlvr_config.h"
 
 #include <cstdint>
 #include <fstream>
@@ -6,9 +6,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "rl/rlvr_reader.h"
+#include "settings/rlvr_reader.h"
 
-namespace megacpp::rl {
+namespace megacpp::settings {
 namespace rlvr {
 
 std::string emitted(const YAML::Node& node) {
@@ -321,4 +321,4 @@ RlvrConfig read_rlvr_config(const std::string& path) {
   return reader.config;
 }
 
-}  // namespace megacpp::rl
+}  // namespace megacpp::settings
