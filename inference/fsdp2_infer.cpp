@@ -84,7 +84,7 @@ std::string json_numbers(const at::Tensor& values) {
 
 class InferRun {
  public:
-  InferRun(const settings::TrainingArguments& args, const InferOptions& options) : args_(args), options_(options) {}
+  InferRun(const settings::JobConfig& job, const InferOptions& options) : job_(job), options_(options) {}
   // A failed run leaves no temporary output behind.
   ~InferRun() {
     if (temporary_.empty() || finished_) return;
@@ -95,14 +95,13 @@ class InferRun {
 
   void run() {
     heartbeat_.beat("starting: rendezvous and model");
-    setup_ = runtime::read_process_layout(args_);
-    runtime::start_processes(setup_, args_);
+    setup_ = runtime::start_processes(job_);
     const int64_t vocab = args_.model->to_args().value("padded_vocab_size", int64_t{0});
     sequences_ = read_sequences(options_.input, vocab, args_.seq_length);
     if (setup_.runtime->rank() == 0) open_output();
     heartbeat_.beat("building, sharding and loading the model");
     model_ = runtime::build_model(args_, setup_.device);
-    runtime::parallelize_model(*model_, setup_, args_, /*initialize=*/false);  // the weights are loaded
+    runtime::parallelize_model(*model_, setup_, job_, /*initialize=*/false);  // the weights are loaded
     runtime::load_model_weights(args_, *setup_.mesh, *model_);
     log_start();
     const auto start = Clock::now();
@@ -138,7 +137,7 @@ class InferRun {
     const int64_t round = per_rank * mesh.data_parallel_size();
     // With --sequence-parallel each forward's positions are padded to a multiple of the TP size.
     const SequenceScoring scoring{per_rank, options_.temperature, options_.entropy, 1024, setup_.device, setup_.runtime->world(),
-                                  mesh.ulysses(), args_.sequence_parallel ? mesh.tp().size() : 1};
+                                  mesh.cp(), args_.sequence_parallel ? mesh.tp().size() : 1};
     for (int64_t start = 0; start < n; start += round) {
       heartbeat_.beat(fmt::format("scoring sequences {} to {} of {}", start + 1, std::min(n, start + round), n));
       const int64_t count = std::min(round, n - start);
@@ -155,7 +154,7 @@ class InferRun {
       const TokenLogProbs scored = sequence_log_probs(*model_, ids, lengths, scoring);  // collective
       const int64_t kinds = options_.entropy ? 2 : 1;
       at::Tensor table = torch::zeros({kinds, count, std::max<int64_t>(width - 1, 0)});
-      if (mesh.ulysses().rank == 0 && mesh.tp().rank == 0 && mine > 0) {  // one copy of each group's result
+      if (mesh.cp().rank == 0 && mesh.tp().rank == 0 && mine > 0) {  // one copy of each group's result
         table[0].narrow(0, first - start, mine).copy_(scored.log_probs);
         if (options_.entropy) table[1].narrow(0, first - start, mine).copy_(scored.entropy);
       }
@@ -188,7 +187,8 @@ class InferRun {
                  seconds > 0 ? tokens_ / seconds : 0.0, options_.output);
   }
 
-  settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
+  const settings::JobConfig& job_;  // resolved once (Note [Job configuration])
+  const settings::TrainingArguments& args_ = job_.args;
   const InferOptions options_;
   runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   runtime::ProcessSetup setup_;
@@ -214,7 +214,8 @@ int run_fsdp2_infer(const settings::TrainingArguments& args, const InferOptions&
       throw std::invalid_argument("the weights come from --load (a checkpoint) or --init-from-hf-path (a Hugging Face folder); neither is given");
     }
     runtime::use_kernel_fusion(args);
-    InferRun run(args, options);
+    const settings::JobConfig job = runtime::resolve_job(args);
+    InferRun run(job, options);
     run.run();
     return 0;
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include "settings/arguments.h"
 #include "megacpp/logging.h"
 #include "runtime/host_memory.h"
+#include "runtime/model_setup.h"
 #include "training/trainer.h"
 
 namespace megacpp::launch {
@@ -20,7 +21,7 @@ int train_program(int argc, const char* const* argv, const char* program) {
     // As Python (so torchrun's ranks) does: a write to a socket a failed peer closed is an error
     // to report, not a silent death by SIGPIPE that would hide the peer's own message.
     std::signal(SIGPIPE, SIG_IGN);
-    return training::run_training(args, program);
+    return training::run_training(runtime::resolve_job(args, settings::JobLayout::training()), program);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
     return 1;

@@ -31,8 +31,8 @@ bool freeze(Parallelization& p) {
 }
 
 bool ulysses(Parallelization& p) {
-  if (p.mesh.ulysses().size() <= 1) return false;
-  apply_ulysses(p.model, p.mesh.ulysses(), p.settings.ulysses_setting);
+  if (p.mesh.cp().size() <= 1) return false;
+  apply_ulysses(p.model, p.mesh.cp(), p.settings.cp_setting);
   return true;
 }
 

@@ -44,7 +44,7 @@ struct ParallelizeSettings {
   ShardingPolicy sharding;
   bool shard = true;                      // --use-torch-fsdp2: the sharding passes run
   c10::Device device = c10::kCPU;         // where the shards live
-  std::string ulysses_setting = "ulysses_size";  // how the Ulysses size was given, for messages
+  std::string cp_setting = "ulysses_size";  // how the context-parallel (Ulysses) size was given, for messages
   std::string tensor_parallel_setting = "tensor_parallel_size";  // how the TP size was given, for messages
   bool sequence_parallel = false;         // --sequence-parallel beside TP (Note [Sequence parallelism])
   std::function<void()> initialize;       // the weights' initialization; none: left as allocated

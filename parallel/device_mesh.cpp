@@ -11,7 +11,7 @@ DeviceMesh DeviceMesh::single() {
   DeviceMesh mesh;
   mesh.fsdp_ = Group::single(0);
   mesh.ddp_ = Group::single(0);
-  mesh.ulysses_ = Group::single(0);
+  mesh.cp_ = Group::single(0);
   mesh.tp_ = Group::single(0);
   return mesh;
 }
@@ -49,7 +49,7 @@ DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, const ParallelDims& di
   const Group single = member ? Group::single(runtime.rank()) : outside;
   // A group of its own even when it spans the world: its all-to-alls never queue behind the
   // reduce-scatters FSDP leaves in flight.
-  mesh.ulysses_ = dims.cp == 1 ? single : consecutive_groups(runtime, dims.world, dims.cp);
+  mesh.cp_ = dims.cp == 1 ? single : consecutive_groups(runtime, dims.world, dims.cp);
   mesh.tp_ = dims.tp == 1 ? single : consecutive_groups(runtime, dims.world, dims.tp);
   mesh.ddp_ = single;
   if (!dims.is_hsdp() && dims.tp == 1) {
@@ -79,8 +79,8 @@ DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, const ParallelDims& di
   return mesh;
 }
 
-DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, int fsdp_size, int ulysses_size) {
-  return build(runtime, ParallelDims::resolve(runtime.world_size(), fsdp_size, ulysses_size));
+DeviceMesh DeviceMesh::build(DistributedRuntime& runtime, int fsdp_size, int cp_size) {
+  return build(runtime, ParallelDims::resolve(runtime.world_size(), fsdp_size, cp_size));
 }
 
 }  // namespace megacpp::parallel

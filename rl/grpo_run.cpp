@@ -64,9 +64,6 @@ void check_options(const settings::TrainingArguments& args, const GrpoOptions& o
   }
   kl_estimator_named(o.kl_estimator);  // throws naming the accepted names
   reward_shaping(o.objective);         // these throw naming the flag at fault
-  if (policy_loss_options(o.objective).sequence_ratio && args.context_parallel_size > 1) {
-    refuse("--importance-sampling seq: a response's ratio needs all its positions, which --context-parallel-size splits over ranks");
-  }
 }
 
 // Prompt indices of step `step`: --rollout-batch-size of them, walking through the prompts in an
@@ -91,7 +88,7 @@ std::vector<size_t> step_prompts(int64_t step, int64_t batch, size_t count, uint
 
 class GrpoRun {
  public:
-  GrpoRun(settings::TrainingArguments args, const GrpoOptions& options) : args_(std::move(args)), options_(options) {}
+  GrpoRun(const settings::JobConfig& job, const GrpoOptions& options) : job_(job), options_(options) {}
 
   int run() {
     heartbeat_.beat("starting: rendezvous and models");
@@ -109,23 +106,9 @@ class GrpoRun {
 
  private:
   void start() {
-    const int world = parallel::read_launch_environment().world_size, trainers = world - options_.rollout_ranks;
-    if (trainers < 1) {
-      throw std::invalid_argument("--rollout-ranks " + std::to_string(options_.rollout_ranks) + " leaves no trainer rank in a world of " +
-                                  std::to_string(world));
-    }
-    const std::string& strategy = options_.train_strategy_yaml;
-    setup_ = runtime::read_process_layout(args_, options_.rollout_ranks, [&](settings::FSDP2Config& config) {
-      if (!strategy.empty()) config = settings::parse_fsdp2_config(strategy, options_.train_strategy_source, config);
-    });
-    if (options_.trainer_ranks > 0 && options_.trainer_ranks != trainers) {
-      throw std::invalid_argument("actor_train.device_mapping in " + options_.train_strategy_source + " names " +
-                                  std::to_string(options_.trainer_ranks) + " trainer rank(s); the job has " + std::to_string(trainers) +
-                                  " beside " + std::to_string(options_.rollout_ranks) + " rollout rank(s)");
-    }
-    runtime::start_processes(setup_, args_);
+    setup_ = runtime::start_processes(job_);
     if (options_.rollout_ranks > 0) {
-      groups_ = split_rollout_ranks(*setup_.runtime, trainers, settings::distributed_timeout(args_));
+      groups_ = split_rollout_ranks(*setup_.runtime, job_.dims.world, settings::distributed_timeout(args_));
     }
     trainers_ = groups_ ? groups_->trainers : setup_.runtime->world();
     tokenizer_ = io::data::build_tokenizer(args_.tokenizer);
@@ -160,7 +143,8 @@ class GrpoRun {
   GrpoSettings step_settings(int64_t step) const;
   void evaluate(int64_t step);
 
-  settings::TrainingArguments args_;  // a copy: several ranks without --use-torch-fsdp2 turn it on
+  const settings::JobConfig& job_;  // resolved once (Note [Job configuration])
+  const settings::TrainingArguments& args_ = job_.args;
   const GrpoOptions options_;
   runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   runtime::ProcessSetup setup_;
@@ -188,11 +172,11 @@ void GrpoRun::build_trainer() {
   const bool has_weights = !args_.load.empty() || !args_.init_from_hf_path.empty();
   actor_ = runtime::build_model(args_, setup_.device);
   // LoRA adapters a base checkpoint does not hold start from their initialization, as megacpp-train's.
-  runtime::parallelize_model(*actor_, setup_, args_, /*initialize=*/!has_weights || args_.lora.rank > 0);
+  runtime::parallelize_model(*actor_, setup_, job_, /*initialize=*/!has_weights || args_.lora.rank > 0);
   std::vector<at::Tensor> params = actor_->parameters();
   optimizer_ = training::make_optimizer(args_, params);
   checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
-                                                                   setup_.fsdp_config.async_save_ckpt);
+                                                                   job_.fsdp.async_save_ckpt);
   if (!args_.load.empty()) {
     progress_ = checkpointer_->load(*actor_, *optimizer_);
   } else if (has_weights) {
@@ -202,15 +186,15 @@ void GrpoRun::build_trainer() {
   // --reference-load names another model.
   reference_is_base_ = options_.kl_coef > 0 && args_.lora.rank > 0 && options_.reference_load.empty();
   if (options_.kl_coef > 0 && !reference_is_base_) {
-    settings::TrainingArguments reference = args_;
+    settings::JobConfig reference = job_;  // the actor's job, another checkpoint
     if (!options_.reference_load.empty()) {
-      reference.load = options_.reference_load;
-      reference.ckpt_step = -1;
+      reference.args.load = options_.reference_load;
+      reference.args.ckpt_step = -1;
     }
-    const bool loads = !reference.load.empty() || !reference.init_from_hf_path.empty();
-    reference_ = runtime::build_model(reference, setup_.device);
+    const bool loads = !reference.args.load.empty() || !reference.args.init_from_hf_path.empty();
+    reference_ = runtime::build_model(reference.args, setup_.device);
     runtime::parallelize_model(*reference_, setup_, reference, /*initialize=*/!loads);
-    if (loads) runtime::load_model_weights(reference, *setup_.mesh, *reference_);
+    if (loads) runtime::load_model_weights(reference.args, *setup_.mesh, *reference_);
     for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   }
   if (groups_) {
@@ -317,8 +301,8 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.clip_grad = args_.clip_grad;
   s.mini_batch_size = mini_batch_responses_;
   s.epochs = options_.epochs;
-  s.position_multiple = (args_.sequence_parallel ? setup_.mesh->tp().size() : 1) * setup_.mesh->ulysses().size();
-  s.update.ulysses = setup_.mesh->ulysses();
+  s.position_multiple = (args_.sequence_parallel ? setup_.mesh->tp().size() : 1) * setup_.mesh->cp().size();
+  s.update.ulysses = setup_.mesh->cp();
   s.reference_is_actor_base = reference_is_base_;
   return s;
 }
@@ -383,13 +367,41 @@ void GrpoRun::evaluate(int64_t step) {
   log_->evaluation(step, totals[0].item<double>(), totals[1].item<double>());
 }
 
+
+// The job of the trainer ranks: the rollout ranks outside the mesh, ROLL's actor_train
+// strategy_config over the FSDP2 config of the flags.
+settings::JobConfig resolve_grpo_job(settings::TrainingArguments args, const GrpoOptions& o) {
+  const int world = parallel::read_launch_environment().world_size, trainers = world - o.rollout_ranks;
+  if (trainers < 1) {
+    throw std::invalid_argument("--rollout-ranks " + std::to_string(o.rollout_ranks) + " leaves no trainer rank in a world of " +
+                                std::to_string(world));
+  }
+  settings::JobLayout layout;
+  layout.other_ranks = o.rollout_ranks;
+  layout.amend = [&o](settings::FSDP2Config& config) {
+    if (!o.train_strategy_yaml.empty()) config = settings::parse_fsdp2_config(o.train_strategy_yaml, o.train_strategy_source, config);
+  };
+  settings::JobConfig job = runtime::resolve_job(std::move(args), layout);
+  if (o.trainer_ranks > 0 && o.trainer_ranks != trainers) {
+    throw std::invalid_argument("actor_train.device_mapping in " + o.train_strategy_source + " names " + std::to_string(o.trainer_ranks) +
+                                " trainer rank(s); the job has " + std::to_string(trainers) + " beside " +
+                                std::to_string(o.rollout_ranks) + " rollout rank(s)");
+  }
+  if (policy_loss_options(o.objective).sequence_ratio && job.dims.cp > 1) {
+    const std::string cp = job.args.context_parallel_size > 1 ? "--context-parallel-size" : "the FSDP2 config's ulysses_size";
+    throw std::invalid_argument("--importance-sampling seq: a response's ratio needs all its positions, which " + cp + " splits over ranks");
+  }
+  return job;
+}
+
 }  // namespace
 
 int run_grpo(settings::TrainingArguments args, const GrpoOptions& options, const char* program) {
   try {
     check_options(args, options);
     runtime::use_kernel_fusion(args);
-    return GrpoRun(std::move(args), options).run();
+    const settings::JobConfig job = resolve_grpo_job(std::move(args), options);
+    return GrpoRun(job, options).run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, error_message(e).c_str());
     std::fflush(stderr);

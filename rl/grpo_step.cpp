@@ -144,7 +144,7 @@ GrpoStepStats grpo_step(models::LanguageModel& actor, torch::optim::Optimizer& o
   stats.skipped = shaped.kept_responses == 0;
   if (!stats.skipped) {
     inference::SequenceScoring scoring{s.infer_batch_size, s.update.temperature, /*with_entropy=*/false, 1024,
-                                       s.update.device, world, mesh.ulysses(), s.position_multiple};
+                                       s.update.device, world, mesh.cp(), s.position_multiple};
     batch.old_log_probs = inference::sequence_log_probs(actor, batch.ids, lengths, scoring).log_probs;  // collective
     if (reference) {
       batch.ref_log_probs = inference::sequence_log_probs(*reference, batch.ids, lengths, scoring).log_probs;

@@ -10,7 +10,7 @@
 namespace megacpp::rl {
 
 const parallel::Group& model_parallel_group(const parallel::DeviceMesh& mesh) {
-  return mesh.tp().size() > 1 ? mesh.tp() : mesh.ulysses();
+  return mesh.tp().size() > 1 ? mesh.tp() : mesh.cp();
 }
 
 Prompts repeat_each(const Prompts& prompts, int64_t times) {

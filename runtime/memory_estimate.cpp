@@ -82,16 +82,17 @@ std::string MemoryNeed::describe() const {
   return text + "; activations come on top)";
 }
 
-MemoryNeed estimate_memory_need(const settings::TrainingArguments& args, const parallel::ParallelDims& dims) {
+MemoryNeed estimate_memory_need(const settings::JobConfig& job) {
+  const settings::TrainingArguments& args = job.args;
   MemoryNeed need;
   const auto counted = models::create_model(*args.model, torch::TensorOptions().dtype(torch::kFloat).device(c10::kMeta));
   std::unordered_set<const c10::TensorImpl*> seen;  // a tied embedding once
   for (const auto& p : counted->parameters()) {
     if (seen.insert(p.unsafeGetTensorImpl()).second) need.parameters += p.numel();
   }
-  const bool may_freeze = args.lora.rank > 0 || !args.freeze_module_prefix.empty();
+  const bool may_freeze = args.lora.rank > 0 || !job.fsdp.freeze_module_prefix.empty();  // the flag's and the YAML's
   need.trained_parameters = may_freeze ? 0 : need.parameters;
-  need.shards = args.use_torch_fsdp2 ? dims.dp_shard * dims.cp : 1;
+  need.shards = args.use_torch_fsdp2 ? job.dims.dp_shard * job.dims.cp : 1;
   need.built_whole = !args.init_model_with_meta_device;
   return need;
 }

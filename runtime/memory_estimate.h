@@ -4,7 +4,7 @@
 // counts the model's parameters on the meta device and sets the least this rank must hold
 // against the memory it may use:
 //   - the parameters in fp32 (4 B each), their gradients (4 B) and AdamW's two moments (8 B),
-//     divided among the ranks that shard them; frozen parameters (LoRA, --freeze-module-prefix)
+//     divided among the ranks that shard them; frozen parameters (LoRA, freeze_module_prefix)
 //     are counted without gradients or moments, so the figure stays a lower bound;
 //   - without --init-model-with-meta-device, the whole model in fp32 while it is built, before
 //     it is sharded.
@@ -19,8 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "parallel/parallel_dims.h"
-#include "settings/training_arguments.h"
+#include "settings/job_config.h"
 
 namespace megacpp::runtime {
 
@@ -34,7 +33,7 @@ struct MemoryNeed {
 };
 
 // Counts the model's parameters on the meta device (nothing is allocated).
-MemoryNeed estimate_memory_need(const settings::TrainingArguments& args, const parallel::ParallelDims& dims);
+MemoryNeed estimate_memory_need(const settings::JobConfig& job);
 // "--num-layers 48, --hidden-size 8192, ..., a vocabulary of 50304 tokens": what sets the size.
 std::string model_size_flags(const settings::TrainingArguments& args);
 

@@ -10,34 +10,24 @@
 #include "models/parallelize.h"
 #include "models/registry.h"
 #include "parallel/compat.h"
-#include "settings/fsdp2_config_from_args.h"
 #include "settings/parallelism.h"
 
 namespace megacpp::runtime {
 
-ProcessSetup read_process_layout(settings::TrainingArguments& args, int other_ranks,
-                                 const std::function<void(settings::FSDP2Config&)>& amend) {
-  ProcessSetup setup;
-  setup.env = parallel::read_launch_environment();
-  setup_logging(setup.env.rank);
-  if (setup.env.world_size > 1 && !args.use_torch_fsdp2) {  // Megatron's plain data parallelism, as FSDP2
-    args.use_torch_fsdp2 = true;
-    args.notes.push_back("data parallelism on " + std::to_string(setup.env.world_size) +
-                         " ranks without --use-torch-fsdp2: megacpp's data parallelism is FSDP2 (the model one group, "
-                         "its parameters, gradients and optimizer state sharded); the same updates as Megatron's DDP");
-  }
-  setup.fsdp_config = settings::fsdp2_config_from_args(args);
-  if (amend) amend(setup.fsdp_config);
-  setup.dims = settings::parallel_dims(args, setup.fsdp_config, setup.env.world_size - other_ranks);
-  return setup;
+settings::JobConfig resolve_job(settings::TrainingArguments args, const settings::JobLayout& layout) {
+  const parallel::LaunchEnvironment launch = parallel::read_launch_environment();
+  setup_logging(launch.rank);
+  return settings::resolve_job(std::move(args), launch, layout);
 }
 
-void start_processes(ProcessSetup& setup, const settings::TrainingArguments& args) {
+ProcessSetup start_processes(const settings::JobConfig& job) {
+  const settings::TrainingArguments& args = job.args;
+  ProcessSetup setup;
   parallel::RuntimeOptions options;
   options.timeout = settings::distributed_timeout(args);
-  setup.runtime = parallel::DistributedRuntime::initialize(setup.env, options);
+  setup.runtime = parallel::DistributedRuntime::initialize(job.launch, options);
   setup.device = setup.runtime->device();
-  const models::ShardingPolicy& sharding = setup.fsdp_config.sharding;
+  const models::ShardingPolicy& sharding = job.fsdp.sharding;
   if (!parallel::compat::kCpuHalfMatmul && setup.device.is_cpu() && sharding.param_dtype == c10::kHalf) {
     throw std::invalid_argument(std::string(args.fp16 ? "--fp16" : "param_dtype fp16") +
                                 " is not supported on CPU by this libtorch (it has no fp16 matmul, as Debian's 1.13); use "
@@ -48,8 +38,9 @@ void start_processes(ProcessSetup& setup, const settings::TrainingArguments& arg
                                 ": CPU offload needs a CUDA device; this run computes on " + setup.device.str() +
                                 ", where the shards are in host memory already (remove the key)");
   }
-  setup.mesh = std::make_unique<parallel::DeviceMesh>(args.use_torch_fsdp2 ? parallel::DeviceMesh::build(*setup.runtime, setup.dims)
+  setup.mesh = std::make_unique<parallel::DeviceMesh>(args.use_torch_fsdp2 ? parallel::DeviceMesh::build(*setup.runtime, job.dims)
                                                                            : parallel::DeviceMesh::single());
+  return setup;
 }
 
 void use_kernel_fusion(const settings::TrainingArguments& args) {
@@ -76,9 +67,9 @@ std::shared_ptr<models::LanguageModel> build_model(const settings::TrainingArgum
   return model;
 }
 
-void parallelize_model(models::LanguageModel& model, const ProcessSetup& setup, const settings::TrainingArguments& args,
-                       bool initialize) {
-  models::ParallelizeSettings settings = settings::parallelize_settings(args, setup.fsdp_config);
+void parallelize_model(models::LanguageModel& model, const ProcessSetup& setup, const settings::JobConfig& job, bool initialize) {
+  const settings::TrainingArguments& args = job.args;
+  models::ParallelizeSettings settings = settings::parallelize_settings(args, job.fsdp);
   settings.device = setup.device;
   if (initialize) settings.initialize = [&model, &args] { model.init_weights(args.init_method_std, args.seed); };
   models::parallelize(model, *setup.mesh, settings);

@@ -8,7 +8,6 @@
 #include "checkpoint/checkpoint_model.h"
 #include "io/data/tokenizer/tokenizer.h"
 #include "megacpp/checked_math.h"
-#include "megacpp/errors.h"
 #include "models/registry.h"
 #include "settings/argument_rules.h"
 #include "settings/command_line.h"
@@ -148,16 +147,6 @@ TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help)
   if (!problems.empty()) refuse_flags(problems);
   build_model_config(a, r, line.family);
   return a;
-}
-
-int64_t gradient_accumulation_steps(const TrainingArguments& args, int data_parallel_size) {
-  const int64_t per_step = checked_product(
-      {{args.micro_batch_size, "--micro-batch-size"}, {data_parallel_size, "data-parallel size"}}, "the samples per micro-step");
-  const int64_t global = args.global_batch_size > 0 ? args.global_batch_size : per_step;
-  require(global % per_step == 0,
-          "--global-batch-size (" + std::to_string(global) + ") must be divisible by --micro-batch-size (" +
-              std::to_string(args.micro_batch_size) + ") x data-parallel size (" + std::to_string(data_parallel_size) + ")");
-  return global / per_step;
 }
 
 }  // namespace megacpp::settings

@@ -2,7 +2,6 @@
 // sections] in settings/flag_section.h), into one validated struct.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "settings/training_arguments.h"
@@ -16,9 +15,5 @@ namespace megacpp::settings {
 // inconsistent combination (settings/argument_rules.h). `help` is set and usage printed to
 // stdout for --help.
 TrainingArguments parse_arguments(int argc, const char* const* argv, bool* help = nullptr);
-
-// Checks that need the world size: the batch arithmetic. Returns the number of micro-batches
-// accumulated per iteration.
-int64_t gradient_accumulation_steps(const TrainingArguments& args, int data_parallel_size);
 
 }  // namespace megacpp::settings

@@ -29,11 +29,11 @@ void check_context_parallel(const TrainingArguments& args, const FSDP2Config& co
           "--context-parallel-size " + std::to_string(args.context_parallel_size) + " conflicts with ulysses_size " +
               std::to_string(config.ulysses_size) + " in " + args.fsdp2_config_path + " (remove one of them)");
   require(args.seq_length % config.ulysses_size == 0, "--seq-length " + std::to_string(args.seq_length) + " does not divide by " +
-                                                          ulysses_setting(args, config) +
+                                                          cp_setting(args, config) +
                                                           ": each rank takes an equal slice of every sequence");
 }
 
-std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& config) {
+std::string cp_setting(const TrainingArguments& args, const FSDP2Config& config) {
   const std::string size = std::to_string(config.ulysses_size);
   return args.context_parallel_size > 1 ? "--context-parallel-size " + size : "ulysses_size " + size + " in " + args.fsdp2_config_path;
 }
@@ -70,7 +70,7 @@ models::ParallelizeSettings parallelize_settings(const TrainingArguments& args, 
   models::ParallelizeSettings settings = parallelize_settings(config);
   settings.lora = args.lora;
   settings.shard = args.use_torch_fsdp2;
-  settings.ulysses_setting = ulysses_setting(args, config);
+  settings.cp_setting = cp_setting(args, config);
   settings.tensor_parallel_setting = "--tensor-model-parallel-size " + std::to_string(args.tensor_model_parallel_size);
   settings.sequence_parallel = args.sequence_parallel;
   return settings;

@@ -23,7 +23,7 @@ void check_context_parallel(const TrainingArguments& args, const FSDP2Config& co
 
 // The Ulysses size as it was given, for messages: "--context-parallel-size 2" or
 // "ulysses_size 2 in FILE".
-std::string ulysses_setting(const TrainingArguments& args, const FSDP2Config& config);
+std::string cp_setting(const TrainingArguments& args, const FSDP2Config& config);
 
 // The run's dimensions on `world` ranks (a single rank without --use-torch-fsdp2); a size that
 // does not divide the world is an error naming where it was given.

@@ -4,7 +4,7 @@
 
 namespace megacpp::training {
 
-BatchPrefetcher::BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const BatchRampup& batches,
+BatchPrefetcher::BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const settings::BatchRampup& batches,
                                  int64_t vocab_size, int workers, DocumentBoundaries documents)
     : source_(source), slice_(slice), batches_(batches), vocab_size_(vocab_size), workers_(workers), documents_(documents) {}
 

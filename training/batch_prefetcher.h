@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 
 #include "io/data/sample_source.h"
-#include "training/batch_rampup.h"
+#include "settings/batch_rampup.h"
 #include "training/training_data.h"
 
 namespace megacpp::training {
@@ -19,7 +19,7 @@ class BatchPrefetcher {
  public:
   // Nothing past the source's last sample is read ahead. `source` and `batches` (each
   // iteration's global batch) must outlive this.
-  BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const BatchRampup& batches, int64_t vocab_size,
+  BatchPrefetcher(const io::data::SampleSource& source, BatchSlice slice, const settings::BatchRampup& batches, int64_t vocab_size,
                   int workers, DocumentBoundaries documents = {});
   ~BatchPrefetcher();
 
@@ -32,7 +32,7 @@ class BatchPrefetcher {
 
   const io::data::SampleSource& source_;
   BatchSlice slice_;
-  const BatchRampup& batches_;
+  const settings::BatchRampup& batches_;
   int64_t vocab_size_;
   int workers_;
   DocumentBoundaries documents_;

@@ -15,6 +15,7 @@
 #include "checkpoint/tensor_convert.h"
 #include "runtime/checkpoint_slots.h"
 #include "runtime/hf_initialization.h"
+#include "settings/batch_plan.h"
 #include "training/lr_schedule.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"

@@ -41,14 +41,4 @@ double LearningRateSchedule::rate(int64_t sample_count, double max_lr, double mi
   return min_lr + coefficient * (max_lr - min_lr);
 }
 
-int64_t train_iterations(const settings::TrainingArguments& args, int64_t global_batch) {
-  if (args.train_samples == 0) return args.train_iters;
-  const int64_t iterations = args.train_samples / global_batch;
-  if (iterations == 0) {
-    throw std::invalid_argument("--train-samples " + std::to_string(args.train_samples) + " is less than one global batch (" +
-                                std::to_string(global_batch) + " samples)");
-  }
-  return iterations;
-}
-
 }  // namespace megacpp::training

@@ -41,7 +41,4 @@ class LearningRateSchedule {
   std::string style_;
 };
 
-// Megatron's train_iters for --train-samples: the whole global batches in it.
-int64_t train_iterations(const settings::TrainingArguments& args, int64_t global_batch);
-
 }  // namespace megacpp::training

@@ -1,5 +1,5 @@
 // The training run as named steps, in the order run() takes them:
-//   validate_configuration -> start_processes -> build_data -> build_model -> parallelize_model
+//   start_processes -> build_data -> build_model -> parallelize_model
 //   -> build_optimizer -> load_checkpoint -> log_start -> per iteration: train_step, log_iteration,
 //   run_validation, save_checkpoint -> finish.
 #include "training/trainer.h"
@@ -18,7 +18,6 @@
 #include "megacpp/logging.h"
 #include "io/checkpoint/layout.h"
 #include "training/batch_prefetcher.h"
-#include "training/batch_rampup.h"
 #include "training/checkpointing.h"
 #include "runtime/heartbeat.h"
 #include "runtime/host_memory.h"
@@ -55,11 +54,10 @@ struct IterationOutcome {
 
 class TrainingRun {
  public:
-  explicit TrainingRun(const settings::TrainingArguments& args) : args_(args) {}
+  explicit TrainingRun(const settings::JobConfig& job) : job_(job) {}
 
   int run() {
     heartbeat_.beat("starting: rendezvous, data and model");
-    validate_configuration();
     start_processes();
     if (setup_.runtime->rank() == 0) {  // first, as Megatron prints it
       std::printf("%s\n", arguments_block(args_.flag_values).c_str());
@@ -89,7 +87,7 @@ class TrainingRun {
       const auto start = Clock::now();
       profiler_->before(it);
       // The rate once this iteration's samples are stepped on (Megatron's scheduler counts samples).
-      const int64_t batch = batches_->batch_at(progress_.consumed_train);
+      const int64_t batch = batches_.rampup.batch_at(progress_.consumed_train);
       const int64_t stepped = progress_.consumed_train + batch - progress_.skipped_samples;
       const double lr = schedule_->at_samples(stepped);
       const IterationOutcome step = train_step(lr, schedule_->decoupled_at_samples(stepped));
@@ -103,7 +101,7 @@ class TrainingRun {
                       params_, *optimizer_);
       if (data_.splits[io::data::kValid] && args_.eval_iters > 0 && it % args_.eval_interval == 0) {
         run_validation(io::data::kValid, progress_.consumed_valid, "iteration " + std::to_string(it), it);
-        progress_.consumed_valid += args_.eval_iters * global_batch_;
+        progress_.consumed_valid += args_.eval_iters * batches_.global_batch;
       }
       if (checkpointer_->due(it)) save_checkpoint();
       if (by_interval) spdlog::info("exiting program at iteration {} (--exit-interval {})", it, args_.exit_interval);
@@ -116,30 +114,15 @@ class TrainingRun {
     log_summary(first_iteration);
   }
 
-  // Checks that need the launch environment or the FSDP2 YAML; the flags alone were checked by
-  // parse_arguments.
-  void validate_configuration() {
-    setup_ = runtime::read_process_layout(args_);
-  }
-
-  // The runtime, the device mesh and the batch arithmetic.
+  // The runtime and the device mesh.
   void start_processes() {
-    runtime::start_processes(setup_, args_);
-    const int dp_size = setup_.mesh->data_parallel_size();
-    accumulation_ = settings::gradient_accumulation_steps(args_, dp_size);
-    global_batch_ = args_.micro_batch_size * dp_size * accumulation_;
-    batches_ = std::make_unique<BatchRampup>(args_, global_batch_, args_.micro_batch_size * dp_size);
-    if (!batches_->ramps()) {
-      args_.train_iters = train_iterations(args_, global_batch_);
-    } else if (args_.train_samples > 0) {
-      args_.train_iters = batches_->iterations_for_samples(args_.train_samples);
-    }
-    slice_ = {args_.micro_batch_size, setup_.mesh->data_parallel_rank(), dp_size, setup_.mesh->ulysses().size()};
+    setup_ = runtime::start_processes(job_);
+    slice_ = {args_.micro_batch_size, setup_.mesh->data_parallel_rank(), setup_.mesh->data_parallel_size(), setup_.mesh->cp().size()};
   }
 
   // Note [Memory estimate]: before any of the model is allocated.
   void estimate_memory() {
-    memory_need_ = runtime::estimate_memory_need(args_, setup_.dims);
+    memory_need_ = runtime::estimate_memory_need(job_);
     if (!setup_.device.is_cpu()) return;  // a GPU's memory is the caching allocator's to report
     if (auto limit = runtime::host_memory_limit()) {
       runtime::refuse_what_cannot_fit(memory_need_, *limit, runtime::model_size_flags(args_));
@@ -148,9 +131,9 @@ class TrainingRun {
 
   // Data before the model: a bad path or split fails before anything is allocated.
   void build_data() {
-    const int64_t ramp_samples = batches_->ramps() ? batches_->samples_for_iterations(args_.train_iters) : 0;
-    data_ = build_training_data(args_, global_batch_, /*writes_index_cache=*/setup_.runtime->rank() == 0, ramp_samples);
-    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, *batches_, args_.tokenizer_vocab_size,
+    const int64_t ramp_samples = batches_.rampup.ramps() ? batches_.rampup.samples_for_iterations(args_.train_iters) : 0;
+    data_ = build_training_data(args_, batches_.global_batch, /*writes_index_cache=*/setup_.runtime->rank() == 0, ramp_samples);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, batches_.rampup, args_.tokenizer_vocab_size,
                                                     args_.num_workers, DocumentBoundaries::of(args_));
   }
 
@@ -158,7 +141,7 @@ class TrainingRun {
 
   // LoRA, freezing, Ulysses, TiledMLP, initialization and FSDP2, in parallelize's order
   // (Note [Parallelize]). --no-initialization leaves the weights as allocated: --load fills them.
-  void parallelize_model() { runtime::parallelize_model(*model_, setup_, args_, !args_.no_initialization); }
+  void parallelize_model() { runtime::parallelize_model(*model_, setup_, job_, !args_.no_initialization); }
 
   void build_optimizer() {
     std::unordered_set<const c10::TensorImpl*> seen;  // each tensor once, even if several modules share it
@@ -170,13 +153,13 @@ class TrainingRun {
       parameter_count_ += numel;
     }
     optimizer_ = make_optimizer(args_, params_, input_and_output_parameters(*model_, args_));
-    schedule_ = std::make_unique<LearningRateSchedule>(args_, global_batch_);
+    schedule_ = std::make_unique<LearningRateSchedule>(args_, batches_.global_batch);
   }
 
   void load_checkpoint() {
     heartbeat_.beat("loading the checkpoint");
     checkpointer_ = std::make_unique<TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
-                                                           setup_.fsdp_config.async_save_ckpt);
+                                                           job_.fsdp.async_save_ckpt);
     progress_ = checkpointer_->load(*model_, *optimizer_);
     if (progress_.loss_scaler && scaler_.enabled()) scaler_.restore(*progress_.loss_scaler);
     // A checkpoint loaded from another directory counts as not yet saved (as in Megatron, the
@@ -197,14 +180,14 @@ class TrainingRun {
     auto dtype = [](const c10::optional<c10::ScalarType>& t, const char* unset) {
       return t ? std::string(c10::toString(*t)) : std::string(unset);
     };
-    const models::ShardingPolicy& precision = setup_.fsdp_config.sharding;
+    const models::ShardingPolicy& precision = job_.fsdp.sharding;
     spdlog::info("precision: parameters and optimizer state Float (the sharded masters) | compute {} | gradient reduction {} "
                  "| loss Float",
                  dtype(precision.param_dtype, "Float"),
                  dtype(precision.reduce_dtype ? precision.reduce_dtype : precision.param_dtype, "Float"));
     spdlog::info("batch: micro {} x data-parallel {} x accumulation {} = global {} samples of {} tokens{}",
-                 args_.micro_batch_size, slice_.dp_size, accumulation_, global_batch_, args_.seq_length,
-                 batches_->ramps() ? " | " + batches_->describe() : std::string());
+                 args_.micro_batch_size, slice_.dp_size, batches_.accumulation, batches_.global_batch, args_.seq_length,
+                 batches_.rampup.ramps() ? " | " + batches_.rampup.describe() : std::string());
     for (const auto& line : data_.summary) spdlog::info("data: {}", line);
     for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[io::data::kTrain],
@@ -223,7 +206,7 @@ class TrainingRun {
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
     const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->ulysses(), setup_.mesh->tp(),
+    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->cp(), setup_.mesh->tp(),
                                      args_.calculate_per_token_loss, setup_.runtime->world(), setup_.mesh->data_parallel_size()};
     const auto pass = forward_backward(*model_, batches, setup,
                                        [&](int64_t m) {
@@ -243,7 +226,7 @@ class TrainingRun {
     if (args_.empty_unused_memory_level >= 1) runtime::release_unused_memory(setup_.device);  // Megatron: after forward and backward
     clip_and_step(*optimizer_, params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 2) runtime::release_unused_memory(setup_.device);  // and after the step
-    progress_.consumed_train += batches_->batch_at(progress_.consumed_train);
+    progress_.consumed_train += batches_.rampup.batch_at(progress_.consumed_train);
     progress_.iteration += 1;
     if (scaler_.enabled()) progress_.loss_scaler = scaler_.state();
     return {false, health.mean_loss, grad_norm.total, auxiliary};
@@ -254,7 +237,7 @@ class TrainingRun {
   bool skip_step(int64_t it) {
     const double scale = scaler_.scale();
     scaler_.update(true);
-    const int64_t batch = batches_->batch_at(progress_.consumed_train);
+    const int64_t batch = batches_.rampup.batch_at(progress_.consumed_train);
     progress_.consumed_train += batch;
     progress_.skipped_samples += batch;
     progress_.iteration += 1;
@@ -276,14 +259,14 @@ class TrainingRun {
   // loss averaged over micro-batches and ranks (with --calculate-per-token-loss, summed over all
   // their labels and divided by their count); logged as Megatron's validation block.
   void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->ulysses(), setup_.mesh->tp());
+    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->cp(), setup_.mesh->tp());
     {
       torch::NoGradGuard no_grad;
       model_->eval();  // no dropout
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
-        for (int64_t m = 0; m < accumulation_; ++m) {
-          total.add(*model_, load_micro_batch(*data_.splits[split], consumed + i * global_batch_, m, slice_,
+        for (int64_t m = 0; m < batches_.accumulation; ++m) {
+          total.add(*model_, load_micro_batch(*data_.splits[split], consumed + i * batches_.global_batch, m, slice_,
                                               args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(setup_.device));
         }
       }
@@ -336,13 +319,13 @@ class TrainingRun {
     std::fflush(stdout);
   }
 
-  settings::TrainingArguments args_;  // a copy: train_iters is derived from --train-samples once the batch is known
+  const settings::JobConfig& job_;  // resolved once (Note [Job configuration])
+  const settings::TrainingArguments& args_ = job_.args;
+  const settings::BatchPlan& batches_ = *job_.batches;
   const Clock::time_point started_ = Clock::now();
   runtime::Heartbeat heartbeat_;  // progress for megacpp-run's hang detection
   runtime::MemoryNeed memory_need_;  // Note [Memory estimate]
-  runtime::ProcessSetup setup_;  // the launch environment, the FSDP2 config and dimensions, the runtime and mesh
-  int64_t accumulation_ = 1, global_batch_ = 0;  // of --global-batch-size (validation's)
-  std::unique_ptr<BatchRampup> batches_;         // each training iteration's global batch
+  runtime::ProcessSetup setup_;  // the runtime and the mesh
   int64_t first_consumed_ = 0;                   // training samples consumed when this run started
   BatchSlice slice_{};
   TrainingData data_;
@@ -366,9 +349,9 @@ class TrainingRun {
 
 }  // namespace
 
-int run_training(const settings::TrainingArguments& args, const char* program) {
-  runtime::use_kernel_fusion(args);
-  TrainingRun run(args);
+int run_training(const settings::JobConfig& job, const char* program) {
+  runtime::use_kernel_fusion(job.args);
+  TrainingRun run(job);
   try {
     return run.run();
   } catch (const std::exception& e) {

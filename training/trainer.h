@@ -1,13 +1,14 @@
 // The training loop behind megacpp-train.
 #pragma once
 
-#include "settings/arguments.h"
+#include "settings/job_config.h"
 
 namespace megacpp::training {
 
-// Sets up the distributed runtime from the environment, builds and shards the model, trains
-// for --train-iters iterations and logs Megatron-style lines. Returns the exit code; an error
-// is printed as "PROGRAM: error: ..." before the process group is torn down.
-int run_training(const settings::TrainingArguments& args, const char* program = "megacpp-train");
+// Starts the distributed runtime of a resolved job (runtime::resolve_job with
+// JobLayout::training()), builds and shards the model, trains for --train-iters iterations and
+// logs Megatron-style lines. Returns the exit code; an error is printed as "PROGRAM: error: ..."
+// before the process group is torn down.
+int run_training(const settings::JobConfig& job, const char* program = "megacpp-train");
 
 }  // namespace megacpp::training

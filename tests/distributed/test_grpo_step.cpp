@@ -190,8 +190,8 @@ GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world
   rollout.sync(*actor);
   torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
   rl::GrpoSettings s = settings();
-  s.position_multiple = (sequence_parallel ? mesh.tp().size() : 1) * mesh.ulysses().size();
-  s.update.ulysses = mesh.ulysses();
+  s.position_multiple = (sequence_parallel ? mesh.tp().size() : 1) * mesh.cp().size();
+  s.update.ulysses = mesh.cp();
   s.mini_batch_size = mini_batch_size;
   s.update.policy.aggregation = aggregation;
   GrpoTrace trace;

@@ -27,14 +27,14 @@ using testing::TrainRun;
 TEST(Ulysses, MeshGroupsConsecutiveRanksBesideFsdpAndHsdp) {
   testing::run_on_ranks(4, [](parallel::DistributedRuntime& rt) {
     auto mesh = parallel::DeviceMesh::build(rt, 2, 2);  // HSDP ddp 2 x fsdp 2, Ulysses pairs {0,1} {2,3}
-    EXPECT_EQ(mesh.ulysses().global_ranks, (std::vector<int>{rt.rank() / 2 * 2, rt.rank() / 2 * 2 + 1}));
+    EXPECT_EQ(mesh.cp().global_ranks, (std::vector<int>{rt.rank() / 2 * 2, rt.rank() / 2 * 2 + 1}));
     EXPECT_EQ(mesh.fsdp().global_ranks, (std::vector<int>{rt.rank() / 2 * 2, rt.rank() / 2 * 2 + 1}));
     EXPECT_EQ(mesh.ddp().global_ranks, (std::vector<int>{rt.rank() % 2, rt.rank() % 2 + 2}));
     EXPECT_EQ(mesh.data_parallel_size(), 2);
     EXPECT_EQ(mesh.data_parallel_rank(), rt.rank() / 2);
     EXPECT_EQ(mesh.describe(), "HSDP (ddp=2, fsdp=2), Ulysses 2 (data-parallel 2)");
     auto whole = parallel::DeviceMesh::build(rt, -1, 4);
-    EXPECT_EQ(whole.ulysses().size(), 4);
+    EXPECT_EQ(whole.cp().size(), 4);
     EXPECT_EQ(whole.data_parallel_size(), 1);
     try {
       parallel::DeviceMesh::build(rt, -1, 3);

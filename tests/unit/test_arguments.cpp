@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "settings/arguments.h"
+#include "settings/batch_plan.h"
 #include "settings/fsdp2_config_from_args.h"
 #include "settings/parallelism.h"
 #include "training/lr_schedule.h"
@@ -433,7 +434,7 @@ TEST(LearningRateSchedule, DecoupledLearningRateHasItsOwnBounds) {
 TEST(LearningRateSchedule, SamplesAsMegatronCountsThem) {
   const auto a = parse({"--mock-data", "--train-samples", "1000", "--lr-warmup-samples", "100", "--lr-decay-samples", "900",
                         "--lr", "1", "--lr-decay-style", "linear", "--lr-warmup-init", "0.1"});
-  EXPECT_EQ(training::train_iterations(a, 8), 125);  // 1000 / 8
+  EXPECT_EQ(settings::train_iterations(a, settings::plan_batches(a, 8)), 125);  // 1000 / 8
   const training::LearningRateSchedule s(a, 8);
   EXPECT_DOUBLE_EQ(s.at(1), 0.1 + 0.9 * 8 / 100.0);
   EXPECT_DOUBLE_EQ(s.at(12), 0.1 + 0.9 * 96 / 100.0);
@@ -443,7 +444,8 @@ TEST(LearningRateSchedule, SamplesAsMegatronCountsThem) {
   EXPECT_DOUBLE_EQ(fraction.warmup_samples(), 40.0);  // 10% of 100 x 4 samples
   EXPECT_DOUBLE_EQ(fraction.at(5), 0.5);
   try {
-    training::train_iterations(parse({"--mock-data", "--train-samples", "4"}), 8);
+    const auto few = parse({"--mock-data", "--train-samples", "4"});
+    settings::train_iterations(few, settings::plan_batches(few, 8));
     ADD_FAILURE() << "4 samples are less than one global batch of 8";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("less than one global batch"), std::string::npos) << e.what();

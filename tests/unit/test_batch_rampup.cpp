@@ -2,7 +2,7 @@
 // update_train_iters), worked by hand.
 #include <gtest/gtest.h>
 
-#include "training/batch_rampup.h"
+#include "settings/batch_rampup.h"
 
 namespace megacpp {
 namespace {
@@ -15,7 +15,7 @@ settings::TrainingArguments ramp(std::vector<int64_t> values) {
 
 TEST(BatchRampup, GrowsByTheIncrementEverySamplesPerIncrementAsMegatron) {
   // 4 -> 16 by 4: three increments over 40 samples, one every 13.33 samples.
-  const training::BatchRampup r(ramp({4, 4, 40}), 16, 2);
+  const settings::BatchRampup r(ramp({4, 4, 40}), 16, 2);
   ASSERT_TRUE(r.ramps());
   const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 4}, {12, 4}, {13, 4}, {14, 8}, {26, 8}, {27, 12}, {39, 12}, {40, 16}, {41, 16}, {1000, 16}};
   for (const auto& [consumed, batch] : expected) EXPECT_EQ(r.batch_at(consumed), batch) << consumed;
@@ -25,7 +25,7 @@ TEST(BatchRampup, GrowsByTheIncrementEverySamplesPerIncrementAsMegatron) {
   EXPECT_EQ(r.samples_for_iterations(10), 92);
   EXPECT_EQ(r.samples_for_iterations(3), 12);
   EXPECT_EQ(r.iterations_for_samples(10), 2);  // the third batch of 4 passes 10: Python's floor division takes it back
-  const training::BatchRampup none(settings::TrainingArguments(), 16, 2);
+  const settings::BatchRampup none(settings::TrainingArguments(), 16, 2);
   EXPECT_FALSE(none.ramps());
   EXPECT_EQ(none.batch_at(0), 16);
   EXPECT_EQ(none.samples_for_iterations(3), 48);
@@ -38,7 +38,7 @@ TEST(BatchRampup, RefusesRampsThatDoNotFitByName) {
            {{3, 13, 40}, "the batch of 3 samples is not a whole number of micro-batches x data-parallel size (2)"},
        }) {
     try {
-      training::BatchRampup(ramp(values), 16, 2);
+      settings::BatchRampup(ramp(values), 16, 2);
       ADD_FAILURE() << message;
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("--rampup-batch-size"), std::string::npos) << e.what();

@@ -1,13 +1,13 @@
-#include "training/batch_rampup.h"
+#include "settings/batch_rampup.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "megacpp/errors.h"
 
-namespace megacpp::training {
+namespace megacpp::settings {
 
-BatchRampup::BatchRampup(const settings::TrainingArguments& args, int64_t global_batch, int64_t micro_step)
+BatchRampup::BatchRampup(const TrainingArguments& args, int64_t global_batch, int64_t micro_step)
     : global_(global_batch), micro_step_(micro_step) {
   if (args.rampup_batch_size.empty()) return;
   start_ = args.rampup_batch_size[0];
@@ -57,4 +57,4 @@ std::string BatchRampup::describe() const {
          " samples, over " + std::to_string(ramp_samples_) + " samples";
 }
 
-}  // namespace megacpp::training
+}  // namespace megacpp::settings

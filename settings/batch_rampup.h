@@ -8,16 +8,16 @@
 #include <cstdint>
 #include <string>
 
-#include "settings/arguments.h"
+#include "settings/training_arguments.h"
 
-namespace megacpp::training {
+namespace megacpp::settings {
 
 class BatchRampup {
  public:
   // `micro_step`: samples per micro-batch over the data-parallel ranks. Throws
   // std::invalid_argument naming --rampup-batch-size for a ramp whose batches are not whole
   // micro-steps or that does not end at the global batch.
-  BatchRampup(const settings::TrainingArguments& args, int64_t global_batch, int64_t micro_step);
+  BatchRampup(const TrainingArguments& args, int64_t global_batch, int64_t micro_step);
 
   bool ramps() const { return start_ > 0; }
   int64_t global_batch() const { return global_; }
@@ -37,4 +37,4 @@ class BatchRampup {
   int64_t global_, micro_step_;
 };
 
-}  // namespace megacpp::training
+}  // namespace megacpp::settings
