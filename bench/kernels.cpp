@@ -21,7 +21,7 @@
 #include "models/kernels/rotary_kernel.h"
 #include "models/kernels/swiglu_kernel.h"
 #include "parallel/compat.h"
-#include "training/fused_adamw.h"
+#include "training/optim/fused_adamw.h"
 
 namespace {
 
@@ -72,14 +72,14 @@ Pass adamw_steps(bool fused, int64_t parameters, double clip = 1.0) {
   const auto options = torch::optim::AdamWOptions(1e-4).weight_decay(0.01);
   std::shared_ptr<torch::optim::AdamW> optimizer;
   if (fused) {
-    optimizer = std::make_shared<megacpp::training::FusedAdamW>(groups, options);
+    optimizer = std::make_shared<megacpp::training::optim::FusedAdamW>(groups, options);
   } else {
     optimizer = std::make_shared<torch::optim::AdamW>(groups, options);
   }
   if (clip == 1.0) return [param, optimizer] { optimizer->step(); };
   if (fused) {
     return [param, optimizer, clip] {
-      static_cast<megacpp::training::FusedAdamW&>(*optimizer).scale_gradients(clip);
+      static_cast<megacpp::training::optim::FusedAdamW&>(*optimizer).scale_gradients(clip);
       optimizer->step();
     };
   }

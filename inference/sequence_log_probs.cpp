@@ -35,21 +35,21 @@ at::Tensor gather_positions(const at::Tensor& slice, const parallel::Group& grou
 
 // One forward over `batch` [b, tokens] (right-padded): the log-probs of its `scored` labels.
 TokenLogProbs score_batch(models::LanguageModel& model, const at::Tensor& batch, int64_t scored, const SequenceScoring& scoring) {
-  const int64_t p = scoring.ulysses.size(), multiple = p * scoring.position_multiple;  // one of them is 1
+  const int64_t p = scoring.cp.size(), multiple = p * scoring.position_multiple;  // one of them is 1
   const int64_t positions = ceil_div(std::max<int64_t>(scored, 1), multiple) * multiple;  // the padding comes last: causal
   at::Tensor input = torch::zeros({batch.size(0), positions}, batch.options());
   at::Tensor labels = torch::zeros_like(input);
   input.narrow(1, 0, scored).copy_(batch.narrow(1, 0, scored));
   labels.narrow(1, 0, scored).copy_(batch.narrow(1, 1, scored));
   if (p > 1) {
-    input = parallel::sequence_slice(input, 1, scoring.ulysses);
-    labels = parallel::sequence_slice(labels, 1, scoring.ulysses);
+    input = parallel::sequence_slice(input, 1, scoring.cp);
+    labels = parallel::sequence_slice(labels, 1, scoring.cp);
   }
   const at::Tensor logits = model(input.to(scoring.device));
   TokenLogProbs slice = label_log_probs(logits, labels.to(scoring.device), scoring.temperature, scoring.with_entropy,
                                         scoring.chunk_tokens);
   auto whole = [&](const at::Tensor& t) {
-    return t.defined() ? gather_positions(t, scoring.ulysses).narrow(1, 0, scored).to(torch::kCPU) : t;
+    return t.defined() ? gather_positions(t, scoring.cp).narrow(1, 0, scored).to(torch::kCPU) : t;
   };
   return {whole(slice.log_probs), whole(slice.entropy)};
 }

@@ -30,7 +30,7 @@ struct SequenceScoring {
   int64_t chunk_tokens = 1024;  // positions turned into fp32 log-probs at a time
   c10::Device device = c10::Device(c10::kCPU);
   parallel::Group world = parallel::Group::single(0);    // every rank of the model's mesh
-  parallel::Group ulysses = parallel::Group::single(0);  // splits each sequence's positions
+  parallel::Group cp = parallel::Group::single(0);  // splits each sequence's positions
   // The forwards' positions are padded to a multiple of this (and of the Ulysses group's size):
   // with sequence parallelism the TP size, which each sequence is split over inside the model.
   int64_t position_multiple = 1;

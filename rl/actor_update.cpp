@@ -38,15 +38,15 @@ void check_batch(const RolloutBatch& b, int64_t micro_batch_size) {
 ActorUpdateStats actor_backward(models::LanguageModel& actor, const RolloutBatch& batch, const ActorUpdate& update) {
   check_batch(batch, update.micro_batch_size);
   const int64_t n = batch.ids.size(0), scored = batch.ids.size(1) - 1;
-  const bool split = update.ulysses.size() > 1;
-  if (split && scored % update.ulysses.size() != 0) {
+  const bool split = update.cp.size() > 1;
+  if (split && scored % update.cp.size() != 0) {
     throw std::invalid_argument("actor update: " + std::to_string(scored) + " positions do not split over the Ulysses group of " +
-                                std::to_string(update.ulysses.size()));
+                                std::to_string(update.cp.size()));
   }
   if (split && update.policy.sequence_ratio) {
     throw std::invalid_argument("actor update: a sequence-level ratio needs every position of a response on one rank, not a Ulysses slice");
   }
-  auto mine = [&](const at::Tensor& t) { return split ? parallel::sequence_slice(t, 1, update.ulysses) : t; };
+  auto mine = [&](const at::Tensor& t) { return split ? parallel::sequence_slice(t, 1, update.cp) : t; };
   ActorUpdateStats stats;
   for (int64_t first = 0; first < n; first += update.micro_batch_size) {
     const int64_t count = std::min(update.micro_batch_size, n - first);
@@ -74,7 +74,7 @@ ActorUpdateStats actor_backward(models::LanguageModel& actor, const RolloutBatch
                                        torch::kDouble);
     if (split) {
       figures = figures.to(update.device);
-      parallel::all_reduce(update.ulysses, figures, parallel::ReduceOp::kSum).wait();
+      parallel::all_reduce(update.cp, figures, parallel::ReduceOp::kSum).wait();
       figures = figures.to(torch::kCPU);
     }
     const double* f = figures.data_ptr<double>();

@@ -27,9 +27,12 @@ struct RolloutBatch {
   at::Tensor ref_log_probs;   // [n, L - 1] fp32, the reference's; undefined: no KL term
 };
 
+// verl's kl_loss_coef default: the weight of the KL term to the reference (--kl-coef).
+inline constexpr double kDefaultKlCoef = 0.001;
+
 struct ActorUpdate {
   PolicyLossOptions policy;
-  double kl_coef = 0.001;               // verl's kl_loss_coef
+  double kl_coef = kDefaultKlCoef;
   double entropy_coef = 0;              // verl's entropy_coeff, ROLL's entropy_loss_coef: minus this x the entropy
   KlEstimator kl = KlEstimator::kK3;    // verl's kl_loss_type, low_var_kl by default
   double temperature = 1.0;             // the rollout's: the log-probs are those of what was sampled
@@ -39,7 +42,7 @@ struct ActorUpdate {
   // Splits each sequence (Note [Ulysses]): every rank of the group is given the same batch, runs
   // its slice of the positions and backpropagates its share of the loss (the engine divides the
   // gradients by the data-parallel size, so the shares add up); the statistics are the group's.
-  parallel::Group ulysses = parallel::Group::single(0);
+  parallel::Group cp = parallel::Group::single(0);
 };
 
 struct ActorUpdateStats {  // this rank's, each weighted by the micro-batches' shares

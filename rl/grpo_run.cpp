@@ -23,11 +23,11 @@
 #include "settings/parallelism.h"
 #include "training/checkpointing.h"
 #include "runtime/heartbeat.h"
-#include "training/lr_schedule.h"
+#include "training/optim/lr_schedule.h"
 #include "runtime/model_setup.h"
 #include "runtime/model_weights.h"
-#include "training/optimizer.h"
-#include "training/parameter_dump.h"
+#include "training/optim/optimizer.h"
+#include "training/reporting/parameter_dump.h"
 
 namespace megacpp::rl {
 namespace {
@@ -161,7 +161,7 @@ class GrpoRun {
   RolloutEngine& engine() const { return shared_ ? static_cast<RolloutEngine&>(*shared_) : *rollout_; }
   std::vector<PromptExample> prompts_, eval_prompts_;
   int64_t mini_batch_responses_ = 0;  // per optimizer step on each rank (0: the whole batch)
-  std::unique_ptr<training::LearningRateSchedule> schedule_;  // over optimizer steps
+  std::unique_ptr<training::optim::LearningRateSchedule> schedule_;  // over optimizer steps
   int64_t updates_per_step_ = 1, updates_ = 0;                 // optimizer steps per GRPO step, taken so far
   RewardFunction reward_;
   std::unique_ptr<GrpoLog> log_;
@@ -174,7 +174,7 @@ void GrpoRun::build_trainer() {
   // LoRA adapters a base checkpoint does not hold start from their initialization, as megacpp-train's.
   runtime::parallelize_model(*actor_, setup_, job_, /*initialize=*/!has_weights || args_.lora.rank > 0);
   std::vector<at::Tensor> params = actor_->parameters();
-  optimizer_ = training::make_optimizer(args_, params);
+  optimizer_ = training::optim::make_optimizer(args_, params);
   checkpointer_ = std::make_unique<training::TrainingCheckpointer>(args_, *setup_.runtime, *setup_.mesh,
                                                                    job_.fsdp.async_save_ckpt);
   if (!args_.load.empty()) {
@@ -234,7 +234,7 @@ void GrpoRun::plan_learning_rate() {
   updates_per_step_ = options_.epochs * (mini_batch_responses_ > 0 ? mine / mini_batch_responses_ : 1);
   settings::TrainingArguments over_updates = args_;
   over_updates.train_iters = args_.train_iters * updates_per_step_;
-  schedule_ = std::make_unique<training::LearningRateSchedule>(over_updates, /*global_batch=*/1);
+  schedule_ = std::make_unique<training::optim::LearningRateSchedule>(over_updates, /*global_batch=*/1);
 }
 
 // Responses per optimizer step on each rank (0: the rank's whole batch), checked to divide it.
@@ -302,7 +302,7 @@ GrpoSettings GrpoRun::step_settings(int64_t step) const {
   s.mini_batch_size = mini_batch_responses_;
   s.epochs = options_.epochs;
   s.position_multiple = (args_.sequence_parallel ? setup_.mesh->tp().size() : 1) * setup_.mesh->cp().size();
-  s.update.ulysses = setup_.mesh->cp();
+  s.update.cp = setup_.mesh->cp();
   s.reference_is_actor_base = reference_is_base_;
   return s;
 }
@@ -325,7 +325,7 @@ void GrpoRun::train() {
     GrpoSettings settings = step_settings(step);
     settings.before_step = [this] {
       ++updates_;
-      training::set_learning_rate(*optimizer_, schedule_->at(updates_), schedule_->decoupled_at(updates_));
+      training::optim::set_learning_rate(*optimizer_, schedule_->at(updates_), schedule_->decoupled_at(updates_));
     };
     const GrpoStepStats stats = grpo_step(*actor_, *optimizer_, engine(), reference_.get(), prompts, reward_, settings, mesh, trainers_);
     log_->step(step + 1, stats, schedule_->at(updates_), std::chrono::duration<double>(Clock::now() - start).count());
@@ -342,7 +342,7 @@ void GrpoRun::train() {
   }
   if (!args_.save.empty() && last_saved != progress_.iteration) checkpointer_->save(progress_, *actor_, *optimizer_);
   evaluate(progress_.iteration);
-  if (!args_.dump_final_params.empty()) training::dump_parameters(*actor_, args_.dump_final_params, setup_.runtime->rank());
+  if (!args_.dump_final_params.empty()) training::reporting::dump_parameters(*actor_, args_.dump_final_params, setup_.runtime->rank());
   if (auto* remote = dynamic_cast<RemoteRollout*>(rollout_.get())) remote->finish();
   checkpointer_->finish();
 }

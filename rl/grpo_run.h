@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rl/actor_update.h"
 #include "rl/objective_options.h"
 #include "settings/arguments.h"
 
@@ -28,7 +29,7 @@ struct GrpoOptions {
   double top_p = 1.0;
   int64_t top_k = 0;
   int rollout_ranks = 0;             // --rollout-ranks: the last ranks generate (0: colocated)
-  double kl_coef = 0.001;            // --kl-coef (verl's kl_loss_coef; 0: no reference)
+  double kl_coef = kDefaultKlCoef;   // --kl-coef (verl's kl_loss_coef; 0: no reference)
   std::string kl_estimator = "low_var_kl";  // --kl-loss-type (verl's)
   int64_t infer_batch_size = 16;     // --infer-batch-size: the forward-only passes' (ROLL's)
   int64_t micro_batch_size = 4;      // --ppo-micro-batch-size: responses per forward of the update

@@ -9,7 +9,7 @@
 #include "inference/sequence_log_probs.h"
 #include "models/lora.h"
 #include "parallel/collectives.h"
-#include "training/optimizer.h"
+#include "training/optim/optimizer.h"
 
 namespace megacpp::rl {
 namespace {
@@ -105,9 +105,9 @@ ActorUpdateStats update_actor(models::LanguageModel& actor, torch::optim::Optimi
     for (int64_t first = 0; first < n; first += mini) {
       optimizer.zero_grad();
       const ActorUpdateStats one = actor_backward(actor, rows_of(batch, first, mini), s.update);
-      const double norm = training::finish_gradients(params, mesh, s.update.device).total;
+      const double norm = training::optim::finish_gradients(params, mesh, s.update.device).total;
       if (s.before_step) s.before_step();
-      training::clip_and_step(optimizer, params, s.clip_grad, norm);
+      training::optim::clip_and_step(optimizer, params, s.clip_grad, norm);
       mean.policy_loss += one.policy_loss / updates;
       mean.kl += one.kl / updates;
       mean.clip_fraction += one.clip_fraction / updates;

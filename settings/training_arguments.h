@@ -42,7 +42,7 @@ struct TrainingArguments {
   double min_lr = 0.0;
   int64_t lr_warmup_iters = 0;
   int64_t lr_decay_iters = 0;  // 0: train_iters
-  // Megatron's sample-based schedule (training/lr_schedule.h): with
+  // Megatron's sample-based schedule (training/optim/lr_schedule.h): with
   // train_samples > 0, train_iters is the whole global batches in it (set once the global batch
   // is known).
   int64_t train_samples = 0;
@@ -89,13 +89,13 @@ struct TrainingArguments {
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   int64_t exit_interval = 0;  // 0: never
-  std::string dataloader_type = "single";  // or cyclic (training/cyclic_samples.h)
+  std::string dataloader_type = "single";  // or cyclic (training/data/cyclic_samples.h)
   int num_workers = 2;  // threads reading the next iteration's micro-batches (Megatron's default 2)
   std::string data_cache_path;  // where the GPT datasets' sample indices are kept between runs
   double exit_duration_in_mins = 0;  // 0: never (Megatron takes whole minutes; fractions work too)
   // precision and parallelism
   bool bf16 = false;
-  bool fp16 = false;  // FSDP2 param_dtype fp16 with a loss scaler (training/loss_scaler.h)
+  bool fp16 = false;  // FSDP2 param_dtype fp16 with a loss scaler (training/optim/loss_scaler.h)
   double loss_scale = 0;  // > 0: a constant scale (also with --bf16); 0: dynamic with --fp16
   double initial_loss_scale = 4294967296.0;  // 2^32, Megatron's
   double min_loss_scale = 1.0;

@@ -16,7 +16,7 @@
 #include "runtime/checkpoint_slots.h"
 #include "runtime/hf_initialization.h"
 #include "settings/batch_plan.h"
-#include "training/lr_schedule.h"
+#include "training/optim/lr_schedule.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
 #include "models/lora.h"
@@ -101,7 +101,7 @@ void restore_rng_state(const checkpoint::DcpReader& reader, const std::string& b
 // Megatron's opt_param_scheduler.state_dict(), in samples as Megatron counts them.
 PyValue schedule_state(const settings::TrainingArguments& args, const TrainingProgress& progress, int dp_size) {
   const int64_t global_batch = args.micro_batch_size * dp_size * settings::gradient_accumulation_steps(args, dp_size);
-  const LearningRateSchedule schedule(args, global_batch);
+  const optim::LearningRateSchedule schedule(args, global_batch);
   const double warmup = schedule.warmup_samples();
   return PyValue::dict({{str("max_lr"), PyValue::real(args.lr)},
                         {str("min_lr"), PyValue::real(args.min_lr)},
@@ -139,13 +139,13 @@ int64_t int_field(const PyValue& dict, const std::string& key, const std::string
 }
 
 // Megatron's grad_scaler state: {"scale", "growth_tracker", "hysteresis_tracker"}.
-PyValue grad_scaler_state(const LossScalerState& s) {
+PyValue grad_scaler_state(const optim::LossScalerState& s) {
   return PyValue::dict({{str("scale"), PyValue::real(s.scale)},
                         {str("growth_tracker"), PyValue::integer(s.growth_tracker)},
                         {str("hysteresis_tracker"), PyValue::integer(s.hysteresis_tracker)}});
 }
 
-LossScalerState grad_scaler_from(const PyValue& state, const std::string& where) {
+optim::LossScalerState grad_scaler_from(const PyValue& state, const std::string& where) {
   const PyValue* scale = state.find("scale");
   if (!scale) throw std::runtime_error(where + ": no 'scale'");
   return {scale->as_float(), int_field(state, "growth_tracker", where), int_field(state, "hysteresis_tracker", where)};

@@ -13,7 +13,7 @@
 #include "checkpoint/checkpoint_saver.h"
 #include "checkpoint/save_lock.h"
 #include "settings/arguments.h"
-#include "training/loss_scaler.h"
+#include "training/optim/loss_scaler.h"
 
 namespace torch::nn {
 class Module;
@@ -41,7 +41,7 @@ struct TrainingProgress {
   // The training samples of iterations --fp16 skipped: the learning-rate schedule counts the
   // others (Megatron's opt_param_scheduler num_steps is consumed_train - skipped_samples).
   int64_t skipped_samples = 0;
-  std::optional<LossScalerState> loss_scaler;  // with --fp16 / --loss-scale: Megatron's grad_scaler
+  std::optional<optim::LossScalerState> loss_scaler;  // with --fp16 / --loss-scale: Megatron's grad_scaler
 };
 
 class TrainingCheckpointer {

@@ -17,23 +17,23 @@
 #include "io/data/dataset_builder.h"
 #include "megacpp/logging.h"
 #include "io/checkpoint/layout.h"
-#include "training/batch_prefetcher.h"
+#include "training/data/batch_prefetcher.h"
 #include "training/checkpointing.h"
 #include "runtime/heartbeat.h"
 #include "runtime/host_memory.h"
-#include "training/iteration_log.h"
-#include "training/iteration_profiler.h"
-#include "training/forward_backward.h"
-#include "training/evaluation_loss.h"
-#include "training/log_lines.h"
+#include "training/reporting/iteration_log.h"
+#include "training/reporting/iteration_profiler.h"
+#include "training/step/forward_backward.h"
+#include "training/step/evaluation_loss.h"
+#include "training/reporting/log_lines.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/model_setup.h"
-#include "training/loss_scaler.h"
-#include "training/lr_schedule.h"
-#include "training/optimizer.h"
-#include "training/parameter_dump.h"
-#include "training/step_health.h"
-#include "training/training_data.h"
+#include "training/optim/loss_scaler.h"
+#include "training/optim/lr_schedule.h"
+#include "training/optim/optimizer.h"
+#include "training/reporting/parameter_dump.h"
+#include "training/step/step_health.h"
+#include "training/data/training_data.h"
 #include "parallel/collectives.h"
 #include "parallel/device_mesh.h"
 #include "parallel/distributed_runtime.h"
@@ -60,7 +60,7 @@ class TrainingRun {
     heartbeat_.beat("starting: rendezvous, data and model");
     start_processes();
     if (setup_.runtime->rank() == 0) {  // first, as Megatron prints it
-      std::printf("%s\n", arguments_block(args_.flag_values).c_str());
+      std::printf("%s\n", reporting::arguments_block(args_.flag_values).c_str());
       std::fflush(stdout);
     }
     estimate_memory();
@@ -132,9 +132,9 @@ class TrainingRun {
   // Data before the model: a bad path or split fails before anything is allocated.
   void build_data() {
     const int64_t ramp_samples = batches_.rampup.ramps() ? batches_.rampup.samples_for_iterations(args_.train_iters) : 0;
-    data_ = build_training_data(args_, batches_.global_batch, /*writes_index_cache=*/setup_.runtime->rank() == 0, ramp_samples);
-    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, batches_.rampup, args_.tokenizer_vocab_size,
-                                                    args_.num_workers, DocumentBoundaries::of(args_));
+    data_ = data::build_training_data(args_, batches_.global_batch, /*writes_index_cache=*/setup_.runtime->rank() == 0, ramp_samples);
+    prefetcher_ = std::make_unique<data::BatchPrefetcher>(*data_.splits[io::data::kTrain], slice_, batches_.rampup, args_.tokenizer_vocab_size,
+                                                    args_.num_workers, data::DocumentBoundaries::of(args_));
   }
 
   void build_model() { model_ = runtime::build_model(args_, setup_.device); }
@@ -152,8 +152,8 @@ class TrainingRun {
       for (int64_t size : parallel::fsdp::full_shape(p)) numel *= size;
       parameter_count_ += numel;
     }
-    optimizer_ = make_optimizer(args_, params_, input_and_output_parameters(*model_, args_));
-    schedule_ = std::make_unique<LearningRateSchedule>(args_, batches_.global_batch);
+    optimizer_ = optim::make_optimizer(args_, params_, optim::input_and_output_parameters(*model_, args_));
+    schedule_ = std::make_unique<optim::LearningRateSchedule>(args_, batches_.global_batch);
   }
 
   void load_checkpoint() {
@@ -192,23 +192,23 @@ class TrainingRun {
     for (const auto& note : args_.notes) spdlog::info("{}", note);
     spdlog::info("samples: train {}, validation {}, test {} (split {})", data_.samples_needed[io::data::kTrain],
                  data_.samples_needed[io::data::kValid], data_.samples_needed[io::data::kTest], args_.split);
-    log_ = std::make_unique<IterationLog>(
-        args_, RunShape{setup_.runtime->world_size(), setup_.runtime->rank(), flops_per_token_, setup_.device});
-    profiler_ = std::make_unique<IterationProfiler>(args_, setup_.runtime->rank());
+    log_ = std::make_unique<reporting::IterationLog>(
+        args_, reporting::RunShape{setup_.runtime->world_size(), setup_.runtime->rank(), flops_per_token_, setup_.device});
+    profiler_ = std::make_unique<reporting::IterationProfiler>(args_, setup_.runtime->rank());
   }
 
   // One iteration: forward and backward over the micro-batches, the NaN/Inf check, clipping,
   // the optimizer step. Returns the losses averaged over micro-batches and ranks, and the
   // gradient norm.
   IterationOutcome train_step(double lr, double decoupled_lr) {
-    set_learning_rate(*optimizer_, lr, decoupled_lr);
+    optim::set_learning_rate(*optimizer_, lr, decoupled_lr);
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
     const int64_t it = progress_.iteration + 1;
     heartbeat_.beat(fmt::format("iteration {}: reading the micro-batches", it));
-    const std::vector<MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
-    const ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->cp(), setup_.mesh->tp(),
+    const std::vector<data::MicroBatch> batches = prefetcher_->take(progress_.consumed_train);
+    const step::ForwardBackwardSetup setup{setup_.device, scaler_.scale(), args_.use_torch_fsdp2, setup_.mesh->cp(), setup_.mesh->tp(),
                                      args_.calculate_per_token_loss, setup_.runtime->world(), setup_.mesh->data_parallel_size()};
-    const auto pass = forward_backward(*model_, batches, setup,
+    const auto pass = step::forward_backward(*model_, batches, setup,
                                        [&](int64_t m) {
                                          heartbeat_.beat(fmt::format("iteration {}: micro-batch {} of {}", it, m + 1, batches.size()));
                                        });
@@ -216,15 +216,15 @@ class TrainingRun {
     for (auto& a : auxiliary) a.value = parallel::average_over_ranks(setup_.runtime->world(), a.value, setup_.device);
     heartbeat_.beat(fmt::format("iteration {}: gradient norm and optimizer step", it));
     const parallel::fsdp::GradNorm grad_norm =
-        finish_gradients(params_, *setup_.mesh, setup_.device, scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0);
-    const StepHealth health =
-        gather_step_health(setup_.runtime->world(), pass.mean_loss, grad_norm.local_finite, setup_.device);
-    if (args_.check_for_nan_in_loss_and_grad) require_finite_step(health, grad_norm.total, it, scaler_.enabled());
+        optim::finish_gradients(params_, *setup_.mesh, setup_.device, scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0);
+    const step::StepHealth health =
+        step::gather_step_health(setup_.runtime->world(), pass.mean_loss, grad_norm.local_finite, setup_.device);
+    if (args_.check_for_nan_in_loss_and_grad) step::require_finite_step(health, grad_norm.total, it, scaler_.enabled());
     const bool overflow = scaler_.enabled() && (!health.nonfinite_grad_ranks.empty() || !std::isfinite(grad_norm.total));
     if (overflow) return {skip_step(it), health.mean_loss, grad_norm.total, auxiliary};
     scaler_.update(false);
     if (args_.empty_unused_memory_level >= 1) runtime::release_unused_memory(setup_.device);  // Megatron: after forward and backward
-    clip_and_step(*optimizer_, params_, args_.clip_grad, grad_norm.total);
+    optim::clip_and_step(*optimizer_, params_, args_.clip_grad, grad_norm.total);
     if (args_.empty_unused_memory_level >= 2) runtime::release_unused_memory(setup_.device);  // and after the step
     progress_.consumed_train += batches_.rampup.batch_at(progress_.consumed_train);
     progress_.iteration += 1;
@@ -259,21 +259,21 @@ class TrainingRun {
   // loss averaged over micro-batches and ranks (with --calculate-per-token-loss, summed over all
   // their labels and divided by their count); logged as Megatron's validation block.
   void run_validation(int64_t split, int64_t consumed, const std::string& where, int64_t step) {
-    EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->cp(), setup_.mesh->tp());
+    step::EvaluationLoss total(args_.calculate_per_token_loss, setup_.mesh->cp(), setup_.mesh->tp());
     {
       torch::NoGradGuard no_grad;
       model_->eval();  // no dropout
       for (int64_t i = 0; i < args_.eval_iters; ++i) {
         heartbeat_.beat(fmt::format("validation at {}: batch {} of {}", where, i + 1, args_.eval_iters));
         for (int64_t m = 0; m < batches_.accumulation; ++m) {
-          total.add(*model_, load_micro_batch(*data_.splits[split], consumed + i * batches_.global_batch, m, slice_,
-                                              args_.tokenizer_vocab_size, DocumentBoundaries::of(args_)).to(setup_.device));
+          total.add(*model_, data::load_micro_batch(*data_.splits[split], consumed + i * batches_.global_batch, m, slice_,
+                                              args_.tokenizer_vocab_size, data::DocumentBoundaries::of(args_)).to(setup_.device));
         }
       }
       model_->train();
     }
     const double loss = total.value(setup_.runtime->world(), setup_.device);
-    if (setup_.runtime->rank() == 0) std::printf("%s\n", validation_block(where, loss).c_str()), std::fflush(stdout);
+    if (setup_.runtime->rank() == 0) std::printf("%s\n", reporting::validation_block(where, loss).c_str()), std::fflush(stdout);
     if (split == io::data::kValid) {
       if (!best_validation_ || loss < best_validation_->second) best_validation_ = std::make_pair(step, loss);
       last_validation_ = loss;
@@ -298,7 +298,7 @@ class TrainingRun {
       }
       if (data_.splits[io::data::kTest]) run_validation(io::data::kTest, 0, "the end of training for test data", args_.train_iters);
     }
-    if (!args_.dump_final_params.empty()) dump_parameters(*model_, args_.dump_final_params, setup_.runtime->rank());
+    if (!args_.dump_final_params.empty()) reporting::dump_parameters(*model_, args_.dump_final_params, setup_.runtime->rank());
     checkpointer_->finish();
     setup_.runtime->barrier();
   }
@@ -307,7 +307,7 @@ class TrainingRun {
   // losses, the last checkpoint.
   void log_summary(int64_t first_iteration) {
     if (setup_.runtime->rank() != 0) return;
-    RunSummary summary;
+    reporting::RunSummary summary;
     summary.last_iteration = progress_.iteration;
     summary.iterations_run = progress_.iteration - first_iteration;
     summary.tokens = (progress_.consumed_train - first_consumed_) * args_.seq_length;
@@ -315,7 +315,7 @@ class TrainingRun {
     summary.best_validation = best_validation_;
     summary.last_validation = last_validation_;
     if (!args_.save.empty() && last_saved_ > 0) summary.checkpoint = io::checkpoint::checkpoint_dir(args_.save, last_saved_);
-    std::printf("%s\n", summary_line(summary).c_str());
+    std::printf("%s\n", reporting::summary_line(summary).c_str());
     std::fflush(stdout);
   }
 
@@ -327,18 +327,18 @@ class TrainingRun {
   runtime::MemoryNeed memory_need_;  // Note [Memory estimate]
   runtime::ProcessSetup setup_;  // the runtime and the mesh
   int64_t first_consumed_ = 0;                   // training samples consumed when this run started
-  BatchSlice slice_{};
-  TrainingData data_;
-  std::unique_ptr<BatchPrefetcher> prefetcher_;  // reads data_'s training split
+  data::BatchSlice slice_{};
+  data::TrainingData data_;
+  std::unique_ptr<data::BatchPrefetcher> prefetcher_;  // reads data_'s training split
   std::shared_ptr<models::LanguageModel> model_;
   std::vector<at::Tensor> params_;  // each tensor once
   int64_t parameter_count_ = 0;     // full sizes
   std::unique_ptr<torch::optim::AdamW> optimizer_;
-  std::unique_ptr<LearningRateSchedule> schedule_;
+  std::unique_ptr<optim::LearningRateSchedule> schedule_;
   std::unique_ptr<TrainingCheckpointer> checkpointer_;
-  std::unique_ptr<IterationLog> log_;
-  std::unique_ptr<IterationProfiler> profiler_;
-  LossScaler scaler_{args_};  // --fp16 / --loss-scale; disabled otherwise (scale 1)
+  std::unique_ptr<reporting::IterationLog> log_;
+  std::unique_ptr<reporting::IterationProfiler> profiler_;
+  optim::LossScaler scaler_{args_};  // --fp16 / --loss-scale; disabled otherwise (scale 1)
   double flops_per_token_ = 0;
   TrainingProgress progress_;  // iterations done and samples consumed
   int64_t last_saved_ = 0;

@@ -16,7 +16,7 @@
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
-#include "training/language_model_loss.h"
+#include "training/step/language_model_loss.h"
 
 namespace megacpp {
 namespace {
@@ -42,11 +42,11 @@ TEST(ChunkedLoss, GivesTheLossAndGradientsOfTheWholeLogits) {
 }
 
 // The loss and every parameter's gradient of a micro-batch, by the whole logits and by chunks of 5.
-void expect_chunks_match(models::LanguageModel& model, const training::MicroBatch& batch) {
+void expect_chunks_match(models::LanguageModel& model, const training::data::MicroBatch& batch) {
   auto run = [&](int64_t chunk) {
     model.set_loss_chunk_size(chunk);
     model.zero_grad();
-    const at::Tensor loss = training::language_model_loss(model, batch, parallel::Group::single(0));
+    const at::Tensor loss = training::step::language_model_loss(model, batch, parallel::Group::single(0));
     loss.backward();
     std::vector<at::Tensor> grads{loss.detach()};
     for (const auto& p : model.parameters()) grads.push_back(p.grad().clone());
@@ -59,7 +59,7 @@ void expect_chunks_match(models::LanguageModel& model, const training::MicroBatc
 
 TEST(ChunkedLoss, ModelsGiveTheDefaultLossAndGradients) {
   torch::manual_seed(1);
-  training::MicroBatch batch;
+  training::data::MicroBatch batch;
   batch.tokens = torch::randint(50, {2, 13}, torch::kLong);
   models::LlamaModel llama(testing::tiny_llama(false, false), torch::TensorOptions().dtype(torch::kFloat));
   llama.init_weights(0.2, 3);

@@ -191,7 +191,7 @@ GrpoTrace grpo_on(const parallel::DeviceMesh& mesh, const parallel::Group& world
   torch::optim::SGD optimizer(actor->parameters(), torch::optim::SGDOptions(0.5));  // Adam would amplify round-off
   rl::GrpoSettings s = settings();
   s.position_multiple = (sequence_parallel ? mesh.tp().size() : 1) * mesh.cp().size();
-  s.update.ulysses = mesh.cp();
+  s.update.cp = mesh.cp();
   s.mini_batch_size = mini_batch_size;
   s.update.policy.aggregation = aggregation;
   GrpoTrace trace;
@@ -218,7 +218,7 @@ void expect_close(const std::vector<double>& expected, const std::vector<double>
 // loss's shares adding up) takes one rank's steps too, under each loss aggregation.
 TEST(GrpoStep, ATensorParallelOrUlyssesActorTakesOneRanksSteps) {
   struct Layout {
-    int tp, ulysses;
+    int tp, cp;
     bool sequence_parallel;
     int64_t mini_batch;
     rl::LossAggregation aggregation;
@@ -233,7 +233,7 @@ TEST(GrpoStep, ATensorParallelOrUlyssesActorTakesOneRanksSteps) {
   for (const Layout& l : layouts) {
     testing::run_on_ranks(2, [&](parallel::DistributedRuntime& rt) {
       const GrpoTrace one = grpo_on(parallel::DeviceMesh::single(), parallel::Group::single(0), false, 6, l.mini_batch, l.aggregation);
-      const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, l.ulysses, "sharding_size", "ulysses_size", l.tp));
+      const auto mesh = parallel::DeviceMesh::build(rt, parallel::ParallelDims::resolve(2, -1, l.cp, "sharding_size", "ulysses_size", l.tp));
       const GrpoTrace split = grpo_on(mesh, rt.world(), l.sequence_parallel, 6, l.mini_batch, l.aggregation);
       const std::string& what = l.what;
       EXPECT_GT(*std::max_element(one.rewards.begin(), one.rewards.end()), 0.0) << "some responses rewarded: advantages not all 0";

@@ -16,7 +16,7 @@
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
-#include "training/language_model_loss.h"
+#include "training/step/language_model_loss.h"
 
 namespace megacpp {
 namespace {
@@ -43,7 +43,7 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   const std::string prefix = write_number_conversations(testing::scratch_dir());
   const auto records = io::data::InstructionRecords::open(prefix);
   const io::data::InstructionDataset data(records, 0, records.size(), 96, 256, 7, 4);
-  const training::MicroBatch batch = training::load_micro_batch(data, 0, 0, {4, 0, 1}, 257);
+  const training::data::MicroBatch batch = training::data::load_micro_batch(data, 0, 0, {4, 0, 1}, 257);
   ASSERT_TRUE(batch.loss_mask.defined());
 
   models::LlamaConfig config = testing::tiny_llama(false, false);
@@ -51,7 +51,7 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
   config.max_position_embeddings = 96;
   models::LlamaModel model(config, torch::TensorOptions().dtype(torch::kFloat));
   model.init_weights(0.2, 3);
-  const at::Tensor loss = training::language_model_loss(model, batch, parallel::Group::single(0));
+  const at::Tensor loss = training::step::language_model_loss(model, batch, parallel::Group::single(0));
 
   // By hand: label i is token i + 1, counted where the labels dataset has no -100 there.
   const at::Tensor logits = model(batch.tokens.narrow(1, 0, 95)).detach();
@@ -105,13 +105,13 @@ TEST(InstructionTraining, TheLossIsTheMeanOverTheAssistantsTokensOnly) {
 
   // --variable-seq-lengths: the micro-batch as wide as its longest conversation, the same loss.
   const io::data::InstructionDataset variable(records, 0, records.size(), 96, 256, 7, 4, /*variable_lengths=*/true);
-  const training::MicroBatch cut = training::load_micro_batch(variable, 0, 0, {4, 0, 1}, 257);
+  const training::data::MicroBatch cut = training::data::load_micro_batch(variable, 0, 0, {4, 0, 1}, 257);
   int64_t longest = 0;
   for (int64_t b = 0; b < 4; ++b) longest = std::max(longest, variable.unpadded_length(b));
   EXPECT_EQ(cut.tokens.size(1), longest);
   EXPECT_LT(longest, 96);
   EXPECT_TRUE(torch::equal(cut.tokens, batch.tokens.narrow(1, 0, longest)));
-  EXPECT_NEAR(training::language_model_loss(model, cut, parallel::Group::single(0)).item<double>(), loss.item<double>(), 1e-6);
+  EXPECT_NEAR(training::step::language_model_loss(model, cut, parallel::Group::single(0)).item<double>(), loss.item<double>(), 1e-6);
 }
 
 TEST(InstructionTraining, SameLossesOnEveryLayoutAndTheModelLearns) {

@@ -23,8 +23,8 @@
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
-#include "training/cyclic_samples.h"
-#include "training/language_model_loss.h"
+#include "training/data/cyclic_samples.h"
+#include "training/step/language_model_loss.h"
 
 namespace megacpp {
 namespace {
@@ -83,13 +83,13 @@ class FixedSamples final : public io::data::SampleSource {
 TEST(PackedDocuments, TokenDataEndsDocumentsAtTheEndOfDocumentToken) {
   // Inputs are the first 8 tokens; the end-of-document token belongs to the document it ends.
   const FixedSamples data({{1, 2, 9, 3, 4, 5, 9, 6, 7}, {9, 1, 2, 3, 4, 5, 6, 7, 8}});
-  const training::DocumentBoundaries both{true, true, true, 9};
-  const training::MicroBatch batch = training::load_micro_batch(data, 0, 0, {2, 0, 1}, 16, both);
+  const training::data::DocumentBoundaries both{true, true, true, 9};
+  const training::data::MicroBatch batch = training::data::load_micro_batch(data, 0, 0, {2, 0, 1}, 16, both);
   EXPECT_TRUE(torch::equal(batch.position_ids, torch::tensor({0, 1, 2, 0, 1, 2, 3, 0, 0, 0, 1, 2, 3, 4, 5, 6}).view({2, 8})));
   EXPECT_TRUE(torch::equal(batch.document_ids, torch::tensor({0, 0, 0, 1, 1, 1, 1, 2, 0, 1, 1, 1, 1, 1, 1, 1}).view({2, 8})));
   // --eod-mask-loss: no loss where the input token is the end of document (label: the next document's first).
   EXPECT_TRUE(torch::equal(batch.loss_mask, torch::tensor({1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1}, torch::kFloat).view({2, 8})));
-  const training::MicroBatch plain = training::load_micro_batch(data, 0, 0, {2, 0, 1}, 16);
+  const training::data::MicroBatch plain = training::data::load_micro_batch(data, 0, 0, {2, 0, 1}, 16);
   EXPECT_FALSE(plain.position_ids.defined() || plain.document_ids.defined() || plain.loss_mask.defined());
 }
 
@@ -135,7 +135,7 @@ models::LlamaConfig numbers_model() {
 }
 
 // The summed cross-entropy of each conversation's trained labels, keyed by its token ids.
-std::map<std::vector<int64_t>, double> conversation_losses(models::LanguageModel& model, const training::MicroBatch& batch) {
+std::map<std::vector<int64_t>, double> conversation_losses(models::LanguageModel& model, const training::data::MicroBatch& batch) {
   const int64_t seq = batch.tokens.size(1) - 1;
   torch::NoGradGuard no_grad;
   const at::Tensor logits = model(Tensors{batch.tokens.narrow(1, 0, seq), {}, batch.position_ids, batch.document_ids})[0];
@@ -163,12 +163,12 @@ TEST(PackedDocuments, PackedConversationsHaveTheLossesTheyHaveOneByOne) {
   models::LlamaModel model(numbers_model(), torch::TensorOptions().dtype(torch::kFloat));
   model.init_weights(0.2, 3);
   // One conversation a sample: the documents only tell it from its padding.
-  const training::DocumentBoundaries resets{true, true, false, 256};
+  const training::data::DocumentBoundaries resets{true, true, false, 256};
   const io::data::InstructionDataset one_by_one(single, 0, 24, kSeq + 1, 256, 7, 24);
-  const auto alone = conversation_losses(model, training::load_micro_batch(one_by_one, 0, 0, {24, 0, 1}, 257, resets));
+  const auto alone = conversation_losses(model, training::data::load_micro_batch(one_by_one, 0, 0, {24, 0, 1}, 257, resets));
   ASSERT_EQ(alone.size(), 24u);
   const io::data::InstructionDataset packs(packed, 0, packed.size(), kSeq + 1, 256, 7, packed.size());
-  const training::MicroBatch batch = training::load_micro_batch(packs, 0, 0, {packed.size(), 0, 1}, 257, resets);
+  const training::data::MicroBatch batch = training::data::load_micro_batch(packs, 0, 0, {packed.size(), 0, 1}, 257, resets);
   const auto together = conversation_losses(model, batch);
   ASSERT_EQ(together.size(), 24u);
   for (const auto& [ids, loss] : alone) {
@@ -176,7 +176,7 @@ TEST(PackedDocuments, PackedConversationsHaveTheLossesTheyHaveOneByOne) {
     EXPECT_NEAR(together.at(ids), loss, 1e-4 * std::max(1.0, loss));
   }
   // Without the resets the later conversations of a pack see the earlier ones.
-  training::MicroBatch crossing = batch;
+  training::data::MicroBatch crossing = batch;
   crossing.position_ids = crossing.document_ids = at::Tensor();
   auto total = [](const std::map<std::vector<int64_t>, double>& losses) {
     double sum = 0;
@@ -186,8 +186,8 @@ TEST(PackedDocuments, PackedConversationsHaveTheLossesTheyHaveOneByOne) {
   EXPECT_GT(std::abs(total(conversation_losses(model, crossing)) - total(together)), 1e-3);
 
   // --dataloader-type cyclic keeps the loss mask and the documents of instruction data.
-  const auto cyclic = std::make_shared<training::CyclicSamples>(std::make_shared<io::data::InstructionDataset>(packs), 4, 1);
-  const training::MicroBatch drawn = training::load_micro_batch(*cyclic, 0, 0, {1, 0, 1}, 257, resets);
+  const auto cyclic = std::make_shared<training::data::CyclicSamples>(std::make_shared<io::data::InstructionDataset>(packs), 4, 1);
+  const training::data::MicroBatch drawn = training::data::load_micro_batch(*cyclic, 0, 0, {1, 0, 1}, 257, resets);
   EXPECT_TRUE(drawn.loss_mask.defined());
   EXPECT_GT(drawn.document_ids.max().item<int64_t>(), 1);
 }

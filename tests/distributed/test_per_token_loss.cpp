@@ -14,7 +14,7 @@
 #include "tests/support/distributed_test.h"
 #include "tests/support/tiny_llama.h"
 #include "tests/support/train_run.h"
-#include "training/forward_backward.h"
+#include "training/step/forward_backward.h"
 
 namespace megacpp {
 namespace {
@@ -46,8 +46,8 @@ TEST(PerTokenLoss, IsTheSumOverTheGlobalBatchsLabelsOverTheirCount) {
   const std::string prefix = write_letter_conversations(testing::scratch_dir());
   const auto records = io::data::InstructionRecords::open(prefix);
   const io::data::InstructionDataset data(records, 0, records.size(), 97, 256, 7, 8);
-  const std::vector<training::MicroBatch> batches = {training::load_micro_batch(data, 0, 0, {1, 0, 1}, 257),
-                                                     training::load_micro_batch(data, 0, 1, {1, 0, 1}, 257)};
+  const std::vector<training::data::MicroBatch> batches = {training::data::load_micro_batch(data, 0, 0, {1, 0, 1}, 257),
+                                                     training::data::load_micro_batch(data, 0, 1, {1, 0, 1}, 257)};
   const double first = batches[0].loss_mask.sum().item<double>(), second = batches[1].loss_mask.sum().item<double>();
   ASSERT_NE(first, second) << "the micro-batches count different numbers of labels";
 
@@ -66,16 +66,16 @@ TEST(PerTokenLoss, IsTheSumOverTheGlobalBatchsLabelsOverTheirCount) {
   expected.backward();
   const std::vector<at::Tensor> expected_grads = gradients_of(model);
 
-  training::ForwardBackwardSetup setup;
+  training::step::ForwardBackwardSetup setup;
   setup.per_token_loss = true;
-  const training::ForwardBackwardResult per_token = training::forward_backward(model, batches, setup, nullptr);
+  const training::step::ForwardBackwardResult per_token = training::step::forward_backward(model, batches, setup, nullptr);
   EXPECT_NEAR(per_token.mean_loss, expected.item<double>(), 1e-5);
   const std::vector<at::Tensor> grads = gradients_of(model);
   for (size_t i = 0; i < grads.size(); ++i) EXPECT_TRUE(torch::allclose(grads[i], expected_grads[i], 1e-4, 1e-6)) << i;
 
   // Megatron's default, the mean of the micro-batches' means, is another figure here.
   setup.per_token_loss = false;
-  EXPECT_GT(std::abs(training::forward_backward(model, batches, setup, nullptr).mean_loss - expected.item<double>()), 1e-4);
+  EXPECT_GT(std::abs(training::step::forward_backward(model, batches, setup, nullptr).mean_loss - expected.item<double>()), 1e-4);
 }
 
 const std::string kLetterSft =

@@ -9,7 +9,7 @@
 #include "settings/batch_plan.h"
 #include "settings/fsdp2_config_from_args.h"
 #include "settings/parallelism.h"
-#include "training/lr_schedule.h"
+#include "training/optim/lr_schedule.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
 #include "tests/support/command.h"
@@ -384,22 +384,22 @@ TEST(Arguments, Qwen3ShapeFlags) {
 TEST(LearningRateSchedule, WarmupThenDecay) {
   constexpr int64_t kBatch = 8;  // iterations count as iterations x global batch samples
   const auto cosine_args = parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-warmup-iters", "2", "--lr-decay-iters", "10"});
-  const training::LearningRateSchedule cosine(cosine_args, kBatch);
+  const training::optim::LearningRateSchedule cosine(cosine_args, kBatch);
   EXPECT_DOUBLE_EQ(cosine.at(1), 0.5);
   EXPECT_DOUBLE_EQ(cosine.at(2), 1.0);
   EXPECT_NEAR(cosine.at(6), 0.55, 1e-12);  // halfway: min + (max - min) / 2
   EXPECT_NEAR(cosine.at(10), 0.1, 1e-12);
   EXPECT_DOUBLE_EQ(cosine.at(11), 0.1);
   EXPECT_EQ(cosine.decay_samples(), 80);
-  const training::LearningRateSchedule linear(
+  const training::optim::LearningRateSchedule linear(
       parse({"--mock-data", "--lr", "1.0", "--train-iters", "4", "--lr-decay-style", "linear"}), kBatch);
   EXPECT_DOUBLE_EQ(linear.at(1), 0.75);
   EXPECT_DOUBLE_EQ(linear.at(4), 0.0);
-  const training::LearningRateSchedule constant(parse({"--mock-data", "--lr", "1.0", "--lr-decay-style", "constant"}), kBatch);
+  const training::optim::LearningRateSchedule constant(parse({"--mock-data", "--lr", "1.0", "--lr-decay-style", "constant"}), kBatch);
   EXPECT_DOUBLE_EQ(constant.at(3), 1.0);
   auto step = cosine_args;
   step.lr_decay_style = "step";
-  EXPECT_THROW(training::LearningRateSchedule(step, kBatch), std::invalid_argument);
+  EXPECT_THROW(training::optim::LearningRateSchedule(step, kBatch), std::invalid_argument);
 }
 
 // Megatron's --decoupled-lr: the input and output layers follow the same warmup and decay
@@ -407,16 +407,16 @@ TEST(LearningRateSchedule, WarmupThenDecay) {
 TEST(LearningRateSchedule, DecoupledLearningRateHasItsOwnBounds) {
   const auto args = parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-warmup-iters", "2", "--lr-decay-iters", "10",
                            "--decoupled-lr", "3.0", "--decoupled-min-lr", "0.5"});
-  const training::LearningRateSchedule s(args, 8);
+  const training::optim::LearningRateSchedule s(args, 8);
   EXPECT_DOUBLE_EQ(s.decoupled_at(1), 1.5);
   EXPECT_DOUBLE_EQ(s.decoupled_at(2), 3.0);
   EXPECT_NEAR(s.decoupled_at(6), 1.75, 1e-12);  // halfway between 3 and 0.5
   EXPECT_NEAR(s.decoupled_at(10), 0.5, 1e-12);
   EXPECT_NEAR(s.at(6), 0.55, 1e-12);  // the others as before
-  const training::LearningRateSchedule no_min(parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-decay-iters", "10",
+  const training::optim::LearningRateSchedule no_min(parse({"--mock-data", "--lr", "1.0", "--min-lr", "0.1", "--lr-decay-iters", "10",
                                                      "--decoupled-lr", "3.0"}), 8);
   EXPECT_NEAR(no_min.decoupled_at(10), 0.1, 1e-12);  // --min-lr
-  const training::LearningRateSchedule none(parse({"--mock-data", "--lr", "1.0", "--lr-decay-iters", "10"}), 8);
+  const training::optim::LearningRateSchedule none(parse({"--mock-data", "--lr", "1.0", "--lr-decay-iters", "10"}), 8);
   EXPECT_DOUBLE_EQ(none.decoupled_at(4), none.at(4));
   for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--decoupled-min-lr", "0.1"}, "--decoupled-min-lr needs --decoupled-lr"},
@@ -435,12 +435,12 @@ TEST(LearningRateSchedule, SamplesAsMegatronCountsThem) {
   const auto a = parse({"--mock-data", "--train-samples", "1000", "--lr-warmup-samples", "100", "--lr-decay-samples", "900",
                         "--lr", "1", "--lr-decay-style", "linear", "--lr-warmup-init", "0.1"});
   EXPECT_EQ(settings::train_iterations(a, settings::plan_batches(a, 8)), 125);  // 1000 / 8
-  const training::LearningRateSchedule s(a, 8);
+  const training::optim::LearningRateSchedule s(a, 8);
   EXPECT_DOUBLE_EQ(s.at(1), 0.1 + 0.9 * 8 / 100.0);
   EXPECT_DOUBLE_EQ(s.at(12), 0.1 + 0.9 * 96 / 100.0);
   EXPECT_DOUBLE_EQ(s.at(13), 1.0 - (104 - 100) / 800.0);  // 104 samples: decaying
   EXPECT_DOUBLE_EQ(s.at(113), 0.0);                        // 904 > 900 samples
-  const training::LearningRateSchedule fraction(parse({"--mock-data", "--train-iters", "100", "--lr-warmup-fraction", "0.1", "--lr", "1"}), 4);
+  const training::optim::LearningRateSchedule fraction(parse({"--mock-data", "--train-iters", "100", "--lr-warmup-fraction", "0.1", "--lr", "1"}), 4);
   EXPECT_DOUBLE_EQ(fraction.warmup_samples(), 40.0);  // 10% of 100 x 4 samples
   EXPECT_DOUBLE_EQ(fraction.at(5), 0.5);
   try {

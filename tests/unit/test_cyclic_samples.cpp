@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "training/cyclic_samples.h"
+#include "training/data/cyclic_samples.h"
 #include "tests/support/command.h"
 
 namespace megacpp {
@@ -35,7 +35,7 @@ std::vector<int64_t> python_randperm(int64_t n, int64_t seed) {
 
 TEST(CyclicSamples, EachPassIsTorchRandpermSeededWithItsNumber) {
   // 23 samples, micro-batches of 2: passes of 22, the last sample never drawn (as Megatron).
-  const training::CyclicSamples cyclic(std::make_shared<Numbered>(23), 50, 2);
+  const training::data::CyclicSamples cyclic(std::make_shared<Numbered>(23), 50, 2);
   ASSERT_EQ(cyclic.size(), 50);
   std::vector<int64_t> drawn(50);
   for (int64_t i = 0; i < 50; ++i) cyclic.sample(i, &drawn[static_cast<size_t>(i)]);
@@ -45,7 +45,7 @@ TEST(CyclicSamples, EachPassIsTorchRandpermSeededWithItsNumber) {
   EXPECT_EQ(std::vector<int64_t>(drawn.begin() + 44, drawn.end()), std::vector<int64_t>(third.begin(), third.begin() + 6));
   int64_t out = 0;
   EXPECT_THROW(cyclic.sample(50, &out), std::out_of_range);
-  EXPECT_THROW(training::CyclicSamples(std::make_shared<Numbered>(1), 4, 2), std::invalid_argument);
+  EXPECT_THROW(training::data::CyclicSamples(std::make_shared<Numbered>(1), 4, 2), std::invalid_argument);
 }
 
 }  // namespace

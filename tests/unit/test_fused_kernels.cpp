@@ -23,7 +23,7 @@
 #include "models/layers/rms_norm.h"
 #include "models/layers/rotary.h"
 #include "parallel/compat.h"
-#include "training/fused_adamw.h"
+#include "training/optim/fused_adamw.h"
 
 namespace megacpp {
 namespace {
@@ -286,7 +286,7 @@ void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const s
     no_decay->weight_decay(0.0);
     groups.emplace_back(std::vector<at::Tensor>{params[2]}, std::move(no_decay));
     const auto options = torch::optim::AdamWOptions(3e-2).betas({0.9, 0.95}).weight_decay(0.1).eps(1e-8);
-    if (fused) return std::make_unique<training::FusedAdamW>(std::move(groups), options);
+    if (fused) return std::make_unique<training::optim::FusedAdamW>(std::move(groups), options);
     return std::make_unique<torch::optim::AdamW>(std::move(groups), options);
   };
   std::vector<at::Tensor> fused_params, reference_params;
@@ -298,7 +298,7 @@ void expect_adamw_steps_as_torchs(const std::vector<at::Tensor>& shapes, const s
       fused_params[i].mutable_grad() = grad.clone();
       reference_params[i].mutable_grad() = clipped ? grad * coefficients[step] : grad.clone();
     }
-    if (clipped) static_cast<training::FusedAdamW&>(*fused).scale_gradients(coefficients[step]);
+    if (clipped) static_cast<training::optim::FusedAdamW&>(*fused).scale_gradients(coefficients[step]);
     fused->step();
     reference->step();
   }

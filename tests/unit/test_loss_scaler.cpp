@@ -2,7 +2,7 @@
 // --min-loss-scale), double after --loss-scale-window clean iterations; --loss-scale is constant.
 #include <gtest/gtest.h>
 
-#include "training/loss_scaler.h"
+#include "training/optim/loss_scaler.h"
 
 namespace megacpp {
 namespace {
@@ -18,7 +18,7 @@ settings::TrainingArguments fp16(double initial, int64_t window, int64_t hystere
 }
 
 TEST(LossScaler, HalvesAfterHysteresisOverflowsAndDoublesAfterACleanWindow) {
-  training::LossScaler s(fp16(1024, 3, 2));
+  training::optim::LossScaler s(fp16(1024, 3, 2));
   ASSERT_TRUE(s.enabled());
   s.update(true);  // the first overflow is forgiven (hysteresis 2)
   EXPECT_EQ(s.scale(), 1024);
@@ -37,7 +37,7 @@ TEST(LossScaler, HalvesAfterHysteresisOverflowsAndDoublesAfterACleanWindow) {
   s.update(false);
   EXPECT_EQ(s.scale(), 512);
 
-  training::LossScaler floor(fp16(4, 1000, 1, 2.0));
+  training::optim::LossScaler floor(fp16(4, 1000, 1, 2.0));
   for (int i = 0; i < 5; ++i) floor.update(true);
   EXPECT_EQ(floor.scale(), 2.0);
 }
@@ -46,11 +46,11 @@ TEST(LossScaler, ConstantScaleAndNoScaler) {
   settings::TrainingArguments constant;
   constant.bf16 = true;
   constant.loss_scale = 128;
-  training::LossScaler c(constant);
+  training::optim::LossScaler c(constant);
   EXPECT_TRUE(c.enabled());
   c.update(true);
   EXPECT_EQ(c.scale(), 128);
-  training::LossScaler none{settings::TrainingArguments()};
+  training::optim::LossScaler none{settings::TrainingArguments()};
   EXPECT_FALSE(none.enabled());
   EXPECT_EQ(none.scale(), 1.0);
 }

@@ -1,11 +1,11 @@
-// The optimizer step megacpp-train and megacpp-grpo share (training/optimizer.h): the gradients
+// The optimizer step megacpp-train and megacpp-grpo share (training/optim/optimizer.h): the gradients
 // finished (missing ones zeroed, unscaled), their norm, clipping and the step.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
 #include "parallel/device_mesh.h"
-#include "training/optimizer.h"
+#include "training/optim/optimizer.h"
 
 namespace megacpp {
 namespace {
@@ -18,7 +18,7 @@ TEST(OptimizerStep, FinishedGradientsAreWholeUnscaledAndClippedByTheirNorm) {
   const at::Tensor grad = torch::randn({2, 3});
   params[0].mutable_grad() = grad.clone();
 
-  const auto norm = training::finish_gradients(params, mesh, torch::kCPU, 0.5);
+  const auto norm = training::optim::finish_gradients(params, mesh, torch::kCPU, 0.5);
   EXPECT_TRUE(torch::equal(params[0].grad(), grad * 0.5));
   ASSERT_TRUE(params[1].grad().defined()) << "a trainable parameter nothing reached steps with a zero gradient";
   EXPECT_TRUE(torch::equal(params[1].grad(), torch::zeros({4})));
@@ -28,7 +28,7 @@ TEST(OptimizerStep, FinishedGradientsAreWholeUnscaledAndClippedByTheirNorm) {
 
   torch::optim::SGD sgd(std::vector<at::Tensor>{params[0], params[1]}, torch::optim::SGDOptions(1.0));
   const double max_norm = norm.total / 4;
-  training::clip_and_step(sgd, params, max_norm, norm.total);
+  training::optim::clip_and_step(sgd, params, max_norm, norm.total);
   const double coefficient = max_norm / (norm.total + 1e-6);
   EXPECT_TRUE(torch::allclose(params[0].detach(), start - grad * 0.5 * coefficient, 1e-6, 1e-6));
   EXPECT_TRUE(torch::equal(params[1].detach(), torch::ones({4})));

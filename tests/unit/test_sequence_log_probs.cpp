@@ -12,7 +12,7 @@
 #include "inference/sequence_log_probs.h"
 #include "models/llama/llama_model.h"
 #include "tests/support/tiny_llama.h"
-#include "training/language_model_loss.h"
+#include "training/step/language_model_loss.h"
 
 namespace megacpp {
 namespace {
@@ -55,14 +55,14 @@ TEST(SequenceLogProbs, BatchedPaddedSequencesScoreAsEachAlone) {
 TEST(SequenceLogProbs, MeanNegativeLogProbIsTheLanguageModelLoss) {
   auto model = tiny_model();
   torch::manual_seed(4);
-  training::MicroBatch batch;
+  training::data::MicroBatch batch;
   batch.tokens = torch::randint(50, {3, 16}, torch::kLong);
   inference::SequenceScoring scoring;
   scoring.with_entropy = false;
   const inference::TokenLogProbs scored = sequence_log_probs(*model, batch.tokens, at::Tensor(), scoring);
   EXPECT_FALSE(scored.entropy.defined());
   torch::NoGradGuard no_grad;
-  const double loss = training::language_model_loss(*model, batch, parallel::Group::single(0)).item<double>();
+  const double loss = training::step::language_model_loss(*model, batch, parallel::Group::single(0)).item<double>();
   EXPECT_NEAR(-scored.log_probs.mean().item<double>(), loss, 1e-6 * loss);
 }
 
