@@ -108,7 +108,7 @@ class GrpoRun {
   void start() {
     setup_ = runtime::start_processes(job_);
     if (options_.rollout_ranks > 0) {
-      groups_ = split_rollout_ranks(*setup_.runtime, job_.dims.world, settings::distributed_timeout(args_));
+      groups_ = split_rollout_ranks(*setup_.runtime, job_.launch.world_size - options_.rollout_ranks, settings::distributed_timeout(args_));
     }
     trainers_ = groups_ ? groups_->trainers : setup_.runtime->world();
     tokenizer_ = io::data::build_tokenizer(args_.tokenizer);
