@@ -66,6 +66,10 @@ std::string export_hf(const HfExportOptions& options) {
   if (options.dtype != "float32" && options.dtype != "bfloat16") {
     throw std::invalid_argument("--dtype must be float32 or bfloat16 (got '" + options.dtype + "')");
   }
+  if (options.max_shard_bytes == 0) throw std::invalid_argument("--max-shard-size must be positive");
+  if (options.merge_lora && !options.base_model.empty()) {
+    throw std::invalid_argument("--base-model names a PEFT folder's base; --merge-lora writes no PEFT folder");
+  }
   const bool separate_adapters = !options.lora_load.empty();
   const CheckpointReader reader = open_checkpoint(options.load, separate_adapters ? std::nullopt : options.step, "--load");
   const auto config_ptr = checkpoint_model(reader);

@@ -5,7 +5,6 @@
 // The conversations are JSON lines as megacpp-preprocess reads them (Note [Instruction data]);
 // the last message of each is the reference answer. The chat template and tokenizer must be the
 // training data's. Argument errors exit 2, failures 1.
-#include <cxxopts.hpp>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -14,7 +13,9 @@
 #include "checkpoint/model_args.h"
 #include "inference/answering.h"
 #include "io/data/instruction_data.h"
-#include "launch/inference_tool.h"
+#include "io/data/tokenizer/tokenizer_flags.h"
+#include "launch/load_section.h"
+#include "launch/tool_run.h"
 #include "models/model_flags.h"
 #include "megacpp/process_end.h"
 
@@ -25,41 +26,24 @@ using namespace megacpp;
 cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-answer", "Answer held-out conversations greedily with a checkpoint and score the exact answers.");
   auto text = [] { return cxxopts::value<std::string>(); };
+  launch::add_load_flags(o, "", "to answer with");
   o.add_options()
-      ("load", "checkpoint root (Megatron layout)", text()->default_value(""))
-      ("ckpt-step", "the iteration to load (default: the latest)", text()->default_value(""))
       ("input", "JSON lines of conversations; the last message of each is the reference answer", text()->default_value(""))
       ("handler-name", "AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler", text()->default_value("AlpacaStyleInstructionHandler"))
       ("map-keys", "the dataset's key names and role tags, a JSON object", text()->default_value(""))
-      ("prompt-type", "the chat template: qwen, chatml, llama3 or empty (default: the tokenizer folder's)", text()->default_value(""))
-      ("tokenizer-type", "the training data's tokenizer (default: HuggingFaceTokenizer with a tokenizer folder, else "
-       "ByteLevelTokenizer)", text()->default_value(""))
-      ("tokenizer-name-or-path", "HuggingFaceTokenizer: a folder with tokenizer.json (and the chat template)", text()->default_value(""))
-      ("tokenizer-model", "the same as --tokenizer-name-or-path", text()->default_value(""))
-      ("vocab-file", "GPT2BPETokenizer: encoder.json", text()->default_value(""))
-      ("merge-file", "GPT2BPETokenizer: vocab.bpe", text()->default_value(""))
-      ("vocab-size", "NullTokenizer: its ids", text()->default_value("0"))
+      ("prompt-type", "the chat template: qwen, chatml, llama3 or empty (default: the tokenizer folder's)", text()->default_value(""));
+  io::data::add_tokenizer_flags(o, "");
+  o.add_options()
       ("micro-batch-size", "conversations answered together", text()->default_value("32"))
       ("max-new-tokens", "the longest answer, in tokens", text()->default_value("64"))
-      ("show", "answers printed besides the score", text()->default_value("5"))
-      ("model-library", "a shared library registering model families", cxxopts::value<std::vector<std::string>>())
-      ("h,help", "print this help");
+      ("show", "answers printed besides the score", text()->default_value("5"));
   return o;
 }
 
-int64_t number(const cxxopts::ParseResult& r, const std::string& flag) {
-  return models::parse_flag_number<int64_t>(flag, r[flag].as<std::string>());
-}
-
-io::data::TokenizerOptions tokenizer_options(const cxxopts::ParseResult& r) {
-  io::data::TokenizerOptions o;
-  io::data::set_tokenizer_model(o, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
-  o.type = r["tokenizer-type"].as<std::string>();
-  if (o.type.empty()) o.type = o.tokenizer_model.empty() ? "ByteLevelTokenizer" : "HuggingFaceTokenizer";
-  o.vocab_file = r["vocab-file"].as<std::string>();
-  o.merge_file = r["merge-file"].as<std::string>();
-  o.vocab_size = number(r, "vocab-size");
-  return o;
+int64_t positive(const cxxopts::ParseResult& r, const std::string& flag) {
+  const auto n = models::parse_flag_number<int64_t>(flag, r[flag].as<std::string>());
+  if (n <= 0) throw std::invalid_argument("--" + flag + " must be positive");
+  return n;
 }
 
 int answer(const cxxopts::ParseResult& r) {
@@ -69,28 +53,18 @@ int answer(const cxxopts::ParseResult& r) {
   if (!io::data::is_instruction_handler(handler)) {
     throw std::invalid_argument("--handler-name " + handler + ": expected AlpacaStyleInstructionHandler or SharegptStyleInstructionHandler");
   }
-  const std::string keys = r["map-keys"].as<std::string>();
-  const nlohmann::json map_keys = keys.empty() ? nlohmann::json::object() : nlohmann::json::parse(keys);
-  const auto options = tokenizer_options(r);
+  const auto options = io::data::read_tokenizer_flags(r);
   const auto tokenizer = io::data::build_tokenizer(options);
-  const std::string prompt_type = r["prompt-type"].as<std::string>();
-  if (prompt_type.empty() && options.tokenizer_model.empty()) {
-    throw std::invalid_argument("megacpp-answer needs a chat template: --prompt-type, or a tokenizer folder with one");
-  }
-  const auto chat = prompt_type.empty() ? io::data::ChatTemplate::from_folder(options.tokenizer_model)
-                                        : io::data::ChatTemplate::named(prompt_type, tokenizer->detokenize({tokenizer->eod()}));
-  const int64_t batch = number(r, "micro-batch-size");
-  if (batch <= 0) throw std::invalid_argument("--micro-batch-size must be positive");
-  const int64_t new_tokens = number(r, "max-new-tokens");
-  if (new_tokens <= 0) throw std::invalid_argument("--max-new-tokens must be positive");
-  const auto questions = inference::read_questions(input, handler, map_keys, chat, *tokenizer);
+  const auto chat = io::data::chat_template_of(r["prompt-type"].as<std::string>(), options, *tokenizer, "megacpp-answer");
+  const int64_t batch = positive(r, "micro-batch-size"), new_tokens = positive(r, "max-new-tokens");
+  const auto questions = inference::read_questions(input, handler, io::data::map_keys_of(r["map-keys"].as<std::string>()), chat, *tokenizer);
 
   const auto reader = launch::open_checkpoint(r);
   const auto model = checkpoint::load_checkpoint_model(reader);
   // Answers stop where the model's positions end (the args' max_position_embeddings; 0: no limit).
   const int64_t positions = checkpoint::args_json(reader.object("args")).value("max_position_embeddings", int64_t{0});
   const auto score = inference::score_answers(*model, questions, *tokenizer, inference::end_of_turn(chat), new_tokens, batch, positions);
-  const auto show = static_cast<size_t>(number(r, "show"));
+  const auto show = static_cast<size_t>(models::parse_flag_number<int64_t>("show", r["show"].as<std::string>()));
   for (size_t i = 0; i < std::min(show, score.answers.size()); ++i) {
     const auto& a = score.answers[i];
     std::printf("%s: \"%s\" (reference \"%s\")\n", a.where.c_str(), a.generated.c_str(), a.reference.c_str());
@@ -103,6 +77,4 @@ int answer(const cxxopts::ParseResult& r) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  megacpp::end_process(megacpp::launch::run_inference_tool("megacpp-answer", make_options(), argc, argv, answer));
-}
+int main(int argc, char** argv) { megacpp::end_process(megacpp::launch::run_tool("megacpp-answer", make_options(), argc, argv, answer)); }

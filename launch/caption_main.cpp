@@ -3,19 +3,20 @@
 //   megacpp-caption --load SAVE --data-path test.jsonl [--ckpt-step N] [tokenizer flags]
 //                   [--image-mean M --image-std S] [--micro-batch-size 64] [--show 5]
 // The tokenizer and image flags must be the training run's. Argument errors exit 2, failures 1.
-#include <cxxopts.hpp>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/model_args.h"
-#include "io/data/image_text_dataset.h"
 #include "inference/captioning.h"
-#include "launch/inference_tool.h"
-#include "settings/flag_section.h"
-#include "models/model_flags.h"
+#include "io/data/image_text_dataset.h"
+#include "io/data/tokenizer/tokenizer_flags.h"
+#include "launch/load_section.h"
+#include "launch/tool_run.h"
 #include "megacpp/process_end.h"
+#include "models/model_flags.h"
+#include "settings/flag_section.h"
 
 namespace {
 
@@ -24,21 +25,14 @@ using namespace megacpp;
 cxxopts::Options make_options() {
   cxxopts::Options o("megacpp-caption", "Caption held-out images greedily with a vision-language checkpoint and score the captions.");
   auto text = [] { return cxxopts::value<std::string>(); };
+  launch::add_load_flags(o, "", "to caption with");
+  o.add_options()("data-path", "image-text JSON lines to caption ({\"image\": ..., \"text\": the reference})", text()->default_value(""));
+  io::data::add_tokenizer_flags(o, "");
   o.add_options()
-      ("load", "checkpoint root (Megatron layout)", text()->default_value(""))
-      ("ckpt-step", "the iteration to load (default: the latest)", text()->default_value(""))
-      ("data-path", "image-text JSON lines to caption ({\"image\": ..., \"text\": the reference})", text()->default_value(""))
-      ("tokenizer-type", "the training run's tokenizer", text()->default_value("ByteLevelTokenizer"))
-      ("vocab-file", "GPT2BPETokenizer: encoder.json", text()->default_value(""))
-      ("merge-file", "GPT2BPETokenizer: vocab.bpe", text()->default_value(""))
-      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json", text()->default_value(""))
-      ("vocab-size", "NullTokenizer: its ids", text()->default_value("0"))
       ("image-mean", "the training run's --image-mean", text()->default_value("0.48145466,0.4578275,0.40821073"))
       ("image-std", "the training run's --image-std", text()->default_value("0.26862954,0.26130258,0.27577711"))
       ("micro-batch-size", "images captioned together", text()->default_value("64"))
-      ("show", "captions printed besides the score", text()->default_value("5"))
-      ("model-library", "a shared library registering model families", cxxopts::value<std::vector<std::string>>())
-      ("h,help", "print this help");
+      ("show", "captions printed besides the score", text()->default_value("5"));
   return o;
 }
 
@@ -49,13 +43,7 @@ int caption(const cxxopts::ParseResult& r) {
   const auto model = checkpoint::load_checkpoint_model(reader);
   const auto inputs = checkpoint::checkpoint_model(reader)->image_inputs();
   if (!inputs) throw std::invalid_argument("--load " + load + ": its model takes no images");
-  io::data::TokenizerOptions tokenizer_options;
-  tokenizer_options.type = r["tokenizer-type"].as<std::string>();
-  tokenizer_options.vocab_file = r["vocab-file"].as<std::string>();
-  tokenizer_options.merge_file = r["merge-file"].as<std::string>();
-  tokenizer_options.tokenizer_model = r["tokenizer-model"].as<std::string>();
-  tokenizer_options.vocab_size = models::parse_flag_number<int64_t>("vocab-size", r["vocab-size"].as<std::string>());
-  const auto tokenizer = io::data::build_tokenizer(tokenizer_options);
+  const auto tokenizer = io::data::build_tokenizer(io::data::read_tokenizer_flags(r));
   const io::data::ImageTextFormat format{inputs->token_id, inputs->tokens_per_image,
                                      {inputs->size, inputs->channels, settings::parse_channel_values("image-mean", r["image-mean"].as<std::string>()),
                                       settings::parse_channel_values("image-std", r["image-std"].as<std::string>())}};
@@ -78,6 +66,4 @@ int caption(const cxxopts::ParseResult& r) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  megacpp::end_process(megacpp::launch::run_inference_tool("megacpp-caption", make_options(), argc, argv, caption));
-}
+int main(int argc, char** argv) { megacpp::end_process(megacpp::launch::run_tool("megacpp-caption", make_options(), argc, argv, caption)); }

@@ -51,10 +51,6 @@ inference::InferOptions infer_options(const std::map<std::string, std::string>& 
   return options;
 }
 
-}  // namespace
-
-namespace {
-
 int run(int argc, char** argv) {
   const char* program = "megacpp-infer";
   try {

@@ -82,18 +82,13 @@ void build_hf_folder_model(TrainingArguments& a, const cxxopts::ParseResult& r, 
 // The tokenizer's vocabulary, then the model the family builds from the flags (or, with
 // --use-checkpoint-args, the checkpoint's; with --init-from-hf-path, the folder's).
 void build_model_config(TrainingArguments& a, const cxxopts::ParseResult& r, const ModelFamilyChoice& family) {
-  const int64_t stated_vocab = a.tokenizer.vocab_size;  // with another tokenizer, a check (Megatron's scripts give it)
-  if (a.tokenizer.type != "NullTokenizer") a.tokenizer.vocab_size = 0;
   validate_arguments(a);
   {
-    const auto tokenizer = io::data::build_tokenizer(a.tokenizer);
+    const auto tokenizer = io::data::build_tokenizer(a.tokenizer);  // checks a --vocab-size given with another tokenizer
     a.tokenizer_vocab_size = tokenizer->vocab_size();
     a.tokenizer_eod = tokenizer->eod();
   }
-  if (a.tokenizer.type != "NullTokenizer" && stated_vocab != 0 && stated_vocab != a.tokenizer_vocab_size) {
-    throw std::invalid_argument("--vocab-size " + std::to_string(stated_vocab) + " is not the vocabulary of " + a.tokenizer.type +
-                                " (" + std::to_string(a.tokenizer_vocab_size) + "); leave --vocab-size out or make them agree");
-  }
+  if (a.tokenizer.type != "NullTokenizer") a.tokenizer.vocab_size = 0;  // it was a check, done
   const int64_t padded = flag_number<int64_t>(r, "padded-vocab-size");
   if (!a.init_from_hf_path.empty()) {
     build_hf_folder_model(a, r, padded);

@@ -4,7 +4,7 @@
 
 #include "io/data/image_text_dataset.h"
 #include "io/data/instruction_data.h"
-#include "io/data/tokenizer/tokenizer.h"
+#include "io/data/tokenizer/tokenizer_flags.h"
 #include "megacpp/errors.h"
 #include "settings/flag_section.h"
 
@@ -32,14 +32,8 @@ void declare_data_flags(cxxopts::Options& o) {
       ("image-mean", "image-text data: the per-channel mean images are normalized with (CLIP's)",
        cxxopts::value<std::string>()->default_value("0.48145466,0.4578275,0.40821073"))
       ("image-std", "image-text data: the per-channel std images are normalized with (CLIP's)",
-       cxxopts::value<std::string>()->default_value("0.26862954,0.26130258,0.27577711"))
-      ("tokenizer-type", "ByteLevelTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer (or PretrainedFromHF) or NullTokenizer "
-       "(default: GPT2BPETokenizer with --vocab-file and --merge-file, as pretrain_gpt.py, else ByteLevelTokenizer)",
-       cxxopts::value<std::string>())
-      ("vocab-file", "GPT2BPETokenizer: encoder.json", cxxopts::value<std::string>()->default_value(""))
-      ("merge-file", "GPT2BPETokenizer: vocab.bpe", cxxopts::value<std::string>()->default_value(""))
-      ("tokenizer-model", "HuggingFaceTokenizer: a folder with tokenizer.json (or the file)", cxxopts::value<std::string>()->default_value(""))
-      ("tokenizer-name-or-path", "MindSpeed's spelling of --tokenizer-model", cxxopts::value<std::string>()->default_value(""));
+       cxxopts::value<std::string>()->default_value("0.26862954,0.26130258,0.27577711"));
+  io::data::add_tokenizer_flags(o, "data");
   o.add_options("data loading")
       ("dataloader-type", "single: the training samples in order; cyclic: a random order drawn anew each pass",
        cxxopts::value<std::string>()->default_value("single"))
@@ -48,21 +42,13 @@ void declare_data_flags(cxxopts::Options& o) {
       ("data-cache-path", "keep the datasets' sample indices here and reuse them in later runs", cxxopts::value<std::string>()->default_value(""));
 }
 
+// With --init-from-hf-path and no tokenizer flag, the folder's tokenizer.json (Note [Hugging
+// Face folders]).
 bool uses_folder_tokenizer(const cxxopts::ParseResult& r) {
   for (const char* flag : {"tokenizer-type", "tokenizer-model", "tokenizer-name-or-path", "vocab-file", "merge-file"}) {
     if (r.count(flag)) return false;
   }
   return !r["init-from-hf-path"].as<std::string>().empty();
-}
-
-// pretrain_gpt.py's args_defaults make GPT2BPETokenizer Megatron's tokenizer when the flag is
-// left out; megacpp's own default, without GPT-2's files, is its byte-level tokenizer.
-// With --init-from-hf-path and no tokenizer flag, the folder's tokenizer.json (Note [Hugging
-// Face folders]).
-std::string default_tokenizer_type(const cxxopts::ParseResult& r, const io::data::TokenizerOptions& tokenizer) {
-  if (r.count("tokenizer-type")) return r["tokenizer-type"].as<std::string>();
-  if (!tokenizer.vocab_file.empty() && !tokenizer.merge_file.empty()) return "GPT2BPETokenizer";
-  return uses_folder_tokenizer(r) ? "HuggingFaceTokenizer" : "ByteLevelTokenizer";
 }
 
 // --is-instruction-dataset reads one PREFIX of conversations (Note [Instruction data]).
@@ -108,15 +94,13 @@ void read_data_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
       throw std::invalid_argument("--" + std::string(flag) + " applies to image-text data (--data-path FILE.jsonl) only");
     }
   }
-  a.tokenizer.vocab_file = r["vocab-file"].as<std::string>();
-  a.tokenizer.merge_file = r["merge-file"].as<std::string>();
-  a.tokenizer.type = default_tokenizer_type(r, a.tokenizer);
-  a.flag_values["tokenizer-type"] = a.tokenizer.type;
-  io::data::set_tokenizer_model(a.tokenizer, r["tokenizer-model"].as<std::string>(), r["tokenizer-name-or-path"].as<std::string>());
+  a.tokenizer = io::data::read_tokenizer_flags(r);
   if (uses_folder_tokenizer(r)) {
+    a.tokenizer.type = "HuggingFaceTokenizer";
     a.tokenizer.tokenizer_model = r["init-from-hf-path"].as<std::string>();
     a.tokenizer.tokenizer_model_flag = "--init-from-hf-path";
   }
+  a.flag_values["tokenizer-type"] = a.tokenizer.type;
   a.num_workers = flag_number<int>(r, "num-workers");
   a.dataloader_type = r["dataloader-type"].as<std::string>();
   a.data_cache_path = r["data-cache-path"].as<std::string>();

@@ -70,6 +70,11 @@ std::vector<std::string> model_libraries_in(int argc, const char* const* argv) {
   return paths;
 }
 
+void add_model_library_flag(cxxopts::Options& options, const std::string& group) {
+  options.add_options(group)("model-library", "shared library that registers model families (loaded before the flags are read; may repeat)",
+                             cxxopts::value<std::vector<std::string>>());
+}
+
 void add_model_flags(cxxopts::Options& options) {
   auto group = options.add_options("model");
   for (const auto& [name, declared] : declared_flags()) {

@@ -16,6 +16,9 @@ namespace megacpp::settings {
 // The values of every --model-library in argv ("--model-library P" or "--model-library=P"),
 // read before the flags are parsed since the families they register declare flags.
 std::vector<std::string> model_libraries_in(int argc, const char* const* argv);
+// Declares --model-library (what model_libraries_in reads) in the --help group `group`: every
+// program that builds models takes it.
+void add_model_library_flag(cxxopts::Options& options, const std::string& group);
 
 // Adds the flags of every registered family to `options` (group "model"); a flag several
 // families declare appears once.

@@ -13,11 +13,10 @@ namespace {
 void declare_model_flags(cxxopts::Options& o) {
   o.add_options("model")
       ("model-type", "registered model family to build (default: the one Megatron's architecture flags describe)",
-       cxxopts::value<std::string>())
-      ("model-library", "shared library that registers model families (loaded before the flags are read; may repeat)",
-       cxxopts::value<std::vector<std::string>>())
+       cxxopts::value<std::string>());
+  add_model_library_flag(o, "model");
+  o.add_options("model")
       ("seq-length", "tokens per sample", cxxopts::value<std::string>()->default_value("128"))
-      ("vocab-size", "NullTokenizer: ids 0..N-1 (the model's vocabulary is N + 1, padded)", cxxopts::value<std::string>()->default_value("0"))
       ("make-vocab-size-divisible-by", "pad the model's vocabulary to a multiple of this", cxxopts::value<std::string>()->default_value("128"))
       ("padded-vocab-size", "the model's vocabulary, instead of the padded tokenizer's (MindSpeed's flag; 0: pad)",
        cxxopts::value<std::string>()->default_value("0"))
@@ -27,10 +26,9 @@ void declare_model_flags(cxxopts::Options& o) {
   add_megatron_compatible_flags(o, model_flag_names());
 }
 
-// --seq-length, the vocabulary and init flags every model has (the family's and
+// --seq-length, the vocabulary's padding and init flags every model has (the family's and
 // --padded-vocab-size are read once the tokenizer is known: parse_arguments).
 void read_model_flags(TrainingArguments& a, const cxxopts::ParseResult& r) {
-  a.tokenizer.vocab_size = flag_number<int64_t>(r, "vocab-size");
   a.make_vocab_size_divisible_by = flag_number<int64_t>(r, "make-vocab-size-divisible-by");
   a.seq_length = flag_number<int64_t>(r, "seq-length");
   a.init_method_std = flag_number<double>(r, "init-method-std");

@@ -158,6 +158,28 @@ std::string eos_text(const Tokenizer& tokenizer) {
 
 }  // namespace
 
+json map_keys_of(const std::string& text) {
+  if (text.empty()) return json::object();
+  json keys;
+  try {
+    keys = json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument("--map-keys: not a JSON object: " + std::string(e.what()));
+  }
+  if (!keys.is_object()) throw std::invalid_argument("--map-keys: expected a JSON object, got " + keys.dump());
+  return keys;
+}
+
+ChatTemplate chat_template_of(const std::string& prompt_type, const TokenizerOptions& options, const Tokenizer& tokenizer,
+                              const std::string& who) {
+  if (!prompt_type.empty()) return ChatTemplate::named(prompt_type, eos_text(tokenizer));
+  if (options.tokenizer_model.empty()) {
+    throw std::invalid_argument(who + " needs a chat template: --prompt-type, or a tokenizer folder (" + options.tokenizer_model_flag +
+                                ") with one");
+  }
+  return ChatTemplate::from_folder(options.tokenizer_model);
+}
+
 std::string instruction_input_ids_path(const std::string& prefix) { return prefix + "_packed_input_ids_document"; }
 std::string instruction_labels_path(const std::string& prefix) { return prefix + "_packed_labels_document"; }
 std::string instruction_attention_mask_path(const std::string& prefix) { return prefix + "_packed_attention_mask_document"; }
@@ -195,18 +217,9 @@ InstructionResult preprocess_instructions(const InstructionOptions& options, std
   if (!is_instruction_handler(options.handler)) {
     throw std::invalid_argument("--handler-name " + options.handler + ": expected " + kAlpaca + " or " + kShareGpt);
   }
-  json map_keys = json::object();
-  if (!options.map_keys.empty()) {
-    try {
-      map_keys = json::parse(options.map_keys);
-    } catch (const json::exception& e) {
-      throw std::invalid_argument("--map-keys: not a JSON object: " + std::string(e.what()));
-    }
-    if (!map_keys.is_object()) throw std::invalid_argument("--map-keys: expected a JSON object, got " + map_keys.dump());
-  }
+  const json map_keys = map_keys_of(options.map_keys);
   const auto tokenizer = build_tokenizer(options.tokenizer);
-  const ChatTemplate chat = options.prompt_type.empty() ? ChatTemplate::from_folder(options.tokenizer.tokenizer_model)
-                                                        : ChatTemplate::named(options.prompt_type, eos_text(*tokenizer));
+  const ChatTemplate chat = chat_template_of(options.prompt_type, options.tokenizer, *tokenizer, "--handler-name " + options.handler);
   std::ifstream in(options.input);
   if (!in) throw std::invalid_argument("--input " + options.input + ": cannot open");
   const auto start = std::chrono::steady_clock::now();

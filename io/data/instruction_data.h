@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/data/chat_template.h"
 #include "io/data/jinja/value.h"
 #include "io/data/tokenizer/tokenizer.h"
 
@@ -46,6 +47,15 @@ std::string instruction_template_path(const std::string& prefix);
 void check_instruction_prompt_type(const std::string& prefix, const std::string& prompt_type);
 // Whether `handler` (--handler-name) is one of the instruction handlers.
 bool is_instruction_handler(const std::string& handler);
+
+// --map-keys' text as a JSON object ({} when empty). Throws std::invalid_argument naming the flag.
+nlohmann::json map_keys_of(const std::string& text);
+
+// The chat template conversations are rendered with: --prompt-type's (the tokenizer's end of
+// document as its eos_token), else the tokenizer folder's. Throws std::invalid_argument "WHO
+// needs a chat template: ..." when neither is given, and naming the flag or file at fault.
+ChatTemplate chat_template_of(const std::string& prompt_type, const TokenizerOptions& options, const Tokenizer& tokenizer,
+                              const std::string& who);
 
 struct InstructionOptions {
   std::string input;          // --input: JSON lines

@@ -109,7 +109,7 @@ TEST(InstructionData, RefusesBadLinesAndFlagsByNameLeavingNoDataset) {
       {"{\"conversations\": [{\"from\": \"robot\", \"value\": \"x\"}]}\n", "--handler-name SharegptStyleInstructionHandler --prompt-type chatml",
        dir / "in.jsonl" + ":1: unknown from \"robot\"", 1},
       {"{}\n", "--handler-name AlpacaStylePairwiseHandler", "--handler-name AlpacaStylePairwiseHandler: megacpp-preprocess reads", 2},
-      {"{}\n", alpaca + " --map-keys '[1]'", "--map-keys: expected a JSON object, got [1]", 1},
+      {"{}\n", alpaca + " --map-keys '[1]'", "--map-keys: expected a JSON object, got [1]", 2},  // a flag error: exit 2
       {"{}\n", "--handler-name AlpacaStyleInstructionHandler --prompt-type vicuna", "--prompt-type vicuna: not one of", 2},
       {"{}\n", "--prompt-type qwen", "--prompt-type needs an instruction --handler-name", 2},
   };

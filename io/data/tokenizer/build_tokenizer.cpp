@@ -34,9 +34,17 @@ void refuse_unread_files(const TokenizerOptions& options) {
   }
 }
 
-}  // namespace
+// A --vocab-size given with another tokenizer than NullTokenizer is a check of its vocabulary
+// (Megatron's scripts state it).
+std::unique_ptr<Tokenizer> checked_vocabulary(std::unique_ptr<Tokenizer> tokenizer, const TokenizerOptions& options) {
+  if (options.vocab_size != 0 && options.vocab_size != tokenizer->vocab_size()) {
+    throw std::invalid_argument("--vocab-size " + std::to_string(options.vocab_size) + " is not the vocabulary of " + options.type +
+                                " (" + std::to_string(tokenizer->vocab_size()) + "); leave --vocab-size out or make them agree");
+  }
+  return tokenizer;
+}
 
-std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
+std::unique_ptr<Tokenizer> build_named_tokenizer(const TokenizerOptions& options) {
   refuse_unread_files(options);
   if (is_hugging_face(options.type)) {
     if (options.tokenizer_model.empty()) {
@@ -69,6 +77,13 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     return make_null_tokenizer(options.vocab_size);
   }
   throw std::invalid_argument("--tokenizer-type '" + options.type + "': unknown tokenizer (known: " + kKnownTypes + ")");
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
+  auto tokenizer = build_named_tokenizer(options);
+  return options.type == "NullTokenizer" ? std::move(tokenizer) : checked_vocabulary(std::move(tokenizer), options);
 }
 
 void set_tokenizer_model(TokenizerOptions& options, const std::string& tokenizer_model,

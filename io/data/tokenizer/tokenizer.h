@@ -40,12 +40,12 @@ struct TokenizerOptions {
   std::string merge_file;                   // GPT2BPETokenizer: vocab.bpe
   std::string tokenizer_model;              // HuggingFaceTokenizer: a folder with tokenizer.json
   std::string tokenizer_model_flag = "--tokenizer-model";  // or MindSpeed's --tokenizer-name-or-path, for errors
-  int64_t vocab_size = 0;                   // NullTokenizer: ids are 0..vocab_size-1, eod = vocab_size
+  int64_t vocab_size = 0;                   // NullTokenizer: ids are 0..vocab_size-1, eod = vocab_size; else 0 or a check
 };
 
 // Throws std::invalid_argument naming the flag (--tokenizer-type, --vocab-file, --merge-file,
-// --tokenizer-model, --vocab-size) or the file at fault, and for a file flag the tokenizer type
-// does not read.
+// --tokenizer-model, --vocab-size) or the file at fault, for a file flag the tokenizer type
+// does not read, and for a --vocab-size that is not another tokenizer's vocabulary.
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
 
 // Sets options.tokenizer_model from Megatron's --tokenizer-model or MindSpeed's

@@ -1,4 +1,4 @@
-#include "launch/inference_tool.h"
+#include "launch/tool_run.h"
 
 #include <exception>
 #include <iostream>
@@ -6,14 +6,15 @@
 #include <string>
 
 #include "megacpp/logging.h"
-#include "models/model_flags.h"
 #include "models/registry.h"
 #include "settings/model_arguments.h"
 
 namespace megacpp::launch {
 
-int run_inference_tool(const char* program, cxxopts::Options options, int argc, char** argv,
-                       const std::function<int(const cxxopts::ParseResult&)>& body) {
+int run_tool(const char* program, cxxopts::Options options, int argc, char** argv,
+             const std::function<int(const cxxopts::ParseResult&)>& body) {
+  settings::add_model_library_flag(options, "");
+  options.add_options()("h,help", "print this help");
   cxxopts::ParseResult parsed;
   try {
     for (const auto& library : settings::model_libraries_in(argc, argv)) models::load_model_library(library);
@@ -35,14 +36,6 @@ int run_inference_tool(const char* program, cxxopts::Options options, int argc, 
     std::cerr << program << ": error: " << error_message(e) << std::endl;
     return 1;
   }
-}
-
-checkpoint::CheckpointReader open_checkpoint(const cxxopts::ParseResult& flags) {
-  const std::string load = flags["load"].as<std::string>(), step = flags["ckpt-step"].as<std::string>();
-  auto reader = checkpoint::CheckpointReader::open(
-      load, step.empty() ? std::nullopt : std::optional<int64_t>(models::parse_flag_number<int64_t>("ckpt-step", step)), "--load");
-  if (!reader) throw std::runtime_error("--load " + load + " has no checkpoint");
-  return std::move(*reader);
 }
 
 }  // namespace megacpp::launch
